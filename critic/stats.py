@@ -1,0 +1,106 @@
+"""Pure statistics over per-document values: no critic-specific code.
+
+All resampling is seeded (``numpy.random.default_rng(seed)``) and vectorised
+over resamples.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+__all__ = [
+    "latent_ppl",
+    "bootstrap_ci",
+    "bootstrap_latent_ppl_ci",
+    "permutation_test",
+    "empirical_p_values",
+]
+
+
+def latent_ppl(nll: np.ndarray, steps: np.ndarray) -> float:
+    """Latent PPL of a set: ``exp(sum_x T(x) / sum_x M(x))``."""
+    nll, steps = np.asarray(nll, dtype=np.float64), np.asarray(steps, dtype=np.float64)
+    if nll.size == 0:
+        return float("nan")
+    return float(np.exp(nll.sum() / steps.sum()))
+
+
+def _resample_indices(n: int, n_resamples: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, n, size=(n_resamples, n))
+
+
+def _percentile_interval(samples: np.ndarray, level: float) -> tuple[float, float]:
+    alpha = (1.0 - level) / 2.0
+    lo, hi = np.quantile(samples, [alpha, 1.0 - alpha])
+    return float(lo), float(hi)
+
+
+def bootstrap_ci(
+    values: np.ndarray,
+    *,
+    statistic: Callable[[np.ndarray], np.ndarray] = lambda v: v.mean(axis=-1),
+    n_resamples: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of ``statistic`` over documents.
+
+    ``statistic`` maps an array ``(R, n)`` of resampled values to ``(R,)``
+    (the default is the mean along the last axis).
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return float("nan"), float("nan")
+    idx = _resample_indices(values.size, n_resamples, seed)
+    return _percentile_interval(statistic(values[idx]), level)
+
+
+def bootstrap_latent_ppl_ci(
+    nll: np.ndarray, steps: np.ndarray, *, n_resamples: int = 1000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of the Latent PPL, resampling documents (T and M together)."""
+    nll, steps = np.asarray(nll, dtype=np.float64), np.asarray(steps, dtype=np.float64)
+    if nll.size == 0:
+        return float("nan"), float("nan")
+    idx = _resample_indices(nll.size, n_resamples, seed)
+    ppl = np.exp(nll[idx].sum(-1) / steps[idx].sum(-1))
+    return _percentile_interval(ppl, level)
+
+
+def permutation_test(
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    n_permutations: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Two-sided permutation test of equal means.
+
+    Returns ``(difference, p_value)`` with ``difference = mean(b) - mean(a)``
+    and ``p = (1 + #{|d_perm| >= |d_obs|}) / (1 + n_permutations)``.
+    """
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.size == 0 or b.size == 0:
+        return float("nan"), float("nan")
+    observed = b.mean() - a.mean()
+    pooled = np.concatenate([a, b])
+    rng = np.random.default_rng(seed)
+    perms = np.argsort(rng.random((n_permutations, pooled.size)), axis=1)
+    shuffled = pooled[perms]
+    diffs = shuffled[:, a.size:].mean(1) - shuffled[:, :a.size].mean(1)
+    extreme = np.sum(np.abs(diffs) >= np.abs(observed) - 1e-12)
+    return float(observed), float((1 + extreme) / (1 + n_permutations))
+
+
+def empirical_p_values(reference: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Right-tail empirical p-value of each value against a reference sample.
+
+    ``p(v) = (1 + #{r in reference : r >= v}) / (1 + |reference|)``: small
+    when ``v`` is larger than almost all reference values (an outlier).
+    """
+    ref = np.sort(np.asarray(reference, dtype=np.float64))
+    values = np.asarray(values, dtype=np.float64)
+    at_least = ref.size - np.searchsorted(ref, values, side="left")
+    return (1.0 + at_least) / (1.0 + ref.size)
