@@ -1,0 +1,1 @@
+"""Corpus builders and adapters: real sectioned documents from formats users bring."""

@@ -1,0 +1,220 @@
+"""The Linux man pages as a corpus of sectioned documents.
+
+Each page of Debian's ``manpages`` and ``manpages-dev`` packages (roff
+sources under ``/usr/share/man/man[1-8]``) becomes a :class:`Document` whose
+sections are the page's ``.SH`` headings, in order, with their text stripped
+of roff markup.  Links and ``.so`` redirections (aliases of other pages) are
+not documents of their own and are counted, not silently dropped.
+
+The split is deterministic: a page goes to test, valid or train by the SHA-1
+of its name (``open.2``), so adding pages never moves existing ones.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from ..document import Document, DocumentError, Section, write_jsonl
+
+__all__ = ["parse_roff", "find_manpage_files", "load_manpages", "split_of", "build_manpages",
+           "ensure_manpages_installed", "BuildReport"]
+
+PACKAGES = ("manpages", "manpages-dev")
+MAN_ROOT = Path("/usr/share/man")
+
+_FONT_MACROS = {"B", "I", "BR", "RB", "BI", "IB", "IR", "RI", "SM", "SB"}
+_TEXT_MACROS = {"TP", "IP", "TQ", "SS"}  # their arguments (if any) are text
+_ESCAPES = [
+    (re.compile(r"\\f(\[[^\]]*\]|\(..|.)"), ""),   # font changes
+    (re.compile(r"\\s[+-]?\d"), ""),                # size changes
+    (re.compile(r"\\\*\((lq|rq)"), '"'),
+    (re.compile(r"\\\*\[[^\]]*\]|\\\*\(..|\\\*."), ""),  # strings
+    (re.compile(r"\\\((em|en|hy)"), "-"),
+    (re.compile(r"\\\((aq|cq|oq)"), "'"),
+    (re.compile(r"\\\((dq|lq|rq)"), '"'),
+    (re.compile(r"\\\(bu"), "*"),
+    (re.compile(r"\\\((..)"), " "),
+    (re.compile(r"\\\[[^\]]*\]"), " "),
+    (re.compile(r"\\[-]"), "-"),
+    (re.compile(r"\\[&|^%:,/)]"), ""),
+    (re.compile(r"\\e"), "\\\\"),
+    (re.compile(r"\\ "), " "),
+    (re.compile(r"\\c$"), ""),
+]
+
+
+def _unescape(text: str) -> str:
+    for pattern, repl in _ESCAPES:
+        text = pattern.sub(repl, text)
+    return text.replace("\\\\", "\\")
+
+
+def _macro_args(rest: str) -> list[str]:
+    """Split roff macro arguments, honouring double quotes."""
+    return [a[1:-1] if a.startswith('"') and a.endswith('"') and len(a) > 1 else a
+            for a in re.findall(r'"[^"]*"|\S+', rest)]
+
+
+def parse_roff(source: str, *, page: str) -> Document | None:
+    """Parse a man page's roff source into a document; ``None`` for a ``.so`` alias.
+
+    Sections are the ``.SH`` headings (title kept as written; normalisation is
+    the critic's job); the text is the plain words of the body.
+    """
+    sections: list[Section] = []
+    title: str | None = None
+    body: list[str] = []
+    name = page
+    for raw in source.splitlines():
+        line = raw.rstrip()
+        if line.startswith(".so ") and not sections and title is None:
+            return None
+        if line.startswith(('.\\"', "'\\\"", '\\"')) or line in (".", "'"):
+            continue
+        if line.startswith((".", "'")) and len(line) > 1:
+            macro, _, rest = line[1:].strip().partition(" ")
+            if macro == "TH":
+                args = _macro_args(rest)
+                if args:
+                    name = f"{args[0]}.{args[1]}" if len(args) > 1 else args[0]
+                continue
+            if macro == "SH":
+                if title is not None:
+                    sections.append(Section(title=title, text=" ".join(" ".join(body).split())))
+                title = _unescape(" ".join(_macro_args(rest))).strip() or None
+                body = []
+                continue
+            if macro in _FONT_MACROS:
+                body.append(_unescape("".join(_macro_args(rest)) if macro != "SM" else rest))
+            elif macro in _TEXT_MACROS and rest:
+                body.append(_unescape(" ".join(_macro_args(rest))))
+            continue
+        if title is not None:
+            body.append(_unescape(line))
+    if title is not None:
+        sections.append(Section(title=title, text=" ".join(" ".join(body).split())))
+    return Document(id=page, title=name, sections=tuple(sections), metadata={"source": "man"})
+
+
+def ensure_manpages_installed(root: Path = MAN_ROOT) -> None:
+    """Install Debian's ``manpages`` and ``manpages-dev`` when absent (as root), else explain how."""
+    if (root / "man2").is_dir() and any((root / "man2").iterdir()):
+        return
+    apt = shutil.which("apt-get")
+    if apt and os.geteuid() == 0:
+        subprocess.run([apt, "update"], check=True)
+        subprocess.run([apt, "install", "-y", "--no-install-recommends", *PACKAGES], check=True)
+        return
+    raise RuntimeError(f"no man pages under {root}: install them with "
+                       f"`sudo apt-get install {' '.join(PACKAGES)}`")
+
+
+def find_manpage_files(root: Path = MAN_ROOT) -> list[Path]:
+    """Regular (non-link) page files of the two packages, sorted.
+
+    Uses ``dpkg -L`` when ``root`` is the system folder and dpkg knows the
+    packages; otherwise every regular file under ``root/man[1-8]``.
+    """
+    files: list[Path] = []
+    if root == MAN_ROOT and shutil.which("dpkg"):
+        out = subprocess.run(["dpkg", "-L", *PACKAGES], capture_output=True, text=True)
+        if out.returncode == 0:
+            files = [Path(p) for p in out.stdout.split() if re.match(r"^/usr/share/man/man[1-8]/", p)]
+    if not files:
+        files = [p for d in sorted(root.glob("man[1-8]")) for p in d.iterdir()]
+    return sorted(p for p in files if p.is_file() and not p.is_symlink())
+
+
+def _page_name(path: Path) -> str:
+    name = path.name
+    return name[:-3] if name.endswith(".gz") else name
+
+
+def _read_source(path: Path) -> str:
+    data = path.read_bytes()
+    if path.suffix == ".gz":
+        data = gzip.decompress(data)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+@dataclass
+class BuildReport:
+    """What a corpus build kept and what it left out, with reasons."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    excluded: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"counts": self.counts, "excluded": self.excluded}
+
+
+def load_manpages(files: Iterable[Path], report: BuildReport | None = None) -> list[Document]:
+    """Parse page files into documents; aliases and pages without sections go to ``report``."""
+    docs = []
+    for path in files:
+        page = _page_name(path)
+        doc = parse_roff(_read_source(path), page=page)
+        if doc is None:
+            if report is not None:
+                report.excluded[page] = "alias (.so redirection to another page)"
+            continue
+        if not doc.sections:
+            if report is not None:
+                report.excluded[page] = "no .SH sections"
+            continue
+        docs.append(doc)
+    return docs
+
+
+def split_of(doc_id: str, *, valid_fraction: float = 0.1, test_fraction: float = 0.1) -> str:
+    """``"train"``, ``"valid"`` or ``"test"`` by the SHA-1 of the page name."""
+    u = int(hashlib.sha1(doc_id.encode("utf-8")).hexdigest()[:8], 16) / 0x1_0000_0000
+    if u < test_fraction:
+        return "test"
+    if u < test_fraction + valid_fraction:
+        return "valid"
+    return "train"
+
+
+def build_manpages(out: str | Path, *, root: str | Path = MAN_ROOT, install: bool = True,
+                   valid_fraction: float = 0.1, test_fraction: float = 0.1) -> BuildReport:
+    """Write ``out/{train,valid,test}.jsonl`` and ``out/build.json`` from the man pages."""
+    import json
+
+    root = Path(root)
+    if install and root == MAN_ROOT:
+        ensure_manpages_installed(root)
+    files = find_manpage_files(root)
+    if not files:
+        raise DocumentError(f"{root}: no man page files found")
+    report = BuildReport()
+    docs = load_manpages(files, report)
+    splits: dict[str, list[Document]] = {"train": [], "valid": [], "test": []}
+    for doc in docs:
+        splits[split_of(doc.id, valid_fraction=valid_fraction, test_fraction=test_fraction)].append(doc)
+    out = Path(out)
+    for name, part in splits.items():
+        write_jsonl(part, out / f"{name}.jsonl")
+        report.counts[name] = len(part)
+    report.counts["files"] = len(files)
+    report.counts["excluded"] = len(report.excluded)
+    (out / "build.json").write_text(json.dumps(report.to_dict(), indent=1) + "\n", encoding="utf-8")
+    return report
+
+
+def documents_by_split(docs: Sequence[Document]) -> dict[str, list[Document]]:
+    out: dict[str, list[Document]] = {"train": [], "valid": [], "test": []}
+    for d in docs:
+        out[split_of(d.id)].append(d)
+    return out

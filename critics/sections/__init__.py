@@ -1,0 +1,7 @@
+"""Section-transition coherence critic (paper sec. 4, app. E)."""
+
+from .critic import DEFAULT_DELTA_GRID, UNKNOWN, SectionTransitionCritic
+from .normalize import DEFAULT_DROP_TITLES, CorpusFilter, FilterReport, TitleNormalizer
+
+__all__ = ["SectionTransitionCritic", "TitleNormalizer", "CorpusFilter", "FilterReport",
+           "DEFAULT_DROP_TITLES", "DEFAULT_DELTA_GRID", "UNKNOWN"]
