@@ -1,0 +1,212 @@
+"""``critic metric NAME ...`` and ``critic setup kenlm``; results are printed as JSON.
+
+Examples::
+
+    critic metric kendall_tau --pred 2,0,1 --gold 0,1,2
+    critic metric wlcs_l --jsonl orders.jsonl             # {"pred": [...], "gold": [...]} per line
+    critic metric pdd --pred 0,1,1,2 --gold 0,0,1,2 --bins 3
+    critic metric pdd --pred-jsonl gen.jsonl --gold-jsonl ref.jsonl   # {"labels": [...]} per line
+    critic metric ordered_bertscore --pred-jsonl sys.jsonl --gold-jsonl ref.jsonl --version 2 --n 4
+    critic metric coherence_lambda --jsonl docs.jsonl --lam 0.5
+    critic metric slor --train corpus.txt --sentences test.txt --backend kenlm --order 3
+    critic metric mauve --pred-jsonl gen.jsonl --gold-jsonl ref.jsonl
+    critic metric correlations --values 0.1,0.5,0.7 --judgments 1,3,4
+    critic setup kenlm
+
+Documents in JSONL give their units as ``"sentences": [...]``, or as ``"sections": [{"text": ...}]``
+(one unit per section), or as ``"text"`` (one unit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+__all__ = ["add_commands", "metric_main", "setup_main"]
+
+_ORDERING = ("pmr", "position_accuracy", "kendall_tau", "wlcs_l", "rouge_w")
+_FLUENCY = ("fluency_a1", "fluency_a2", "nce", "perplexity", "slor", "wpslor")
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x.strip()]
+
+
+def _read_jsonl(path: str) -> list[dict]:
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def _units(rec: dict) -> list[str]:
+    if "sentences" in rec:
+        return [str(s) for s in rec["sentences"]]
+    if "sections" in rec:
+        return [s["text"] if isinstance(s, dict) else str(s) for s in rec["sections"]]
+    if "text" in rec:
+        return [rec["text"]]
+    raise ValueError(f"record has none of sentences/sections/text: {sorted(rec)}")
+
+
+def _lines(path: str) -> list[str]:
+    return [ln.strip() for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln.strip()]
+
+
+def _n(text: str):
+    return math.inf if text in ("inf", "infinity") else int(text)
+
+
+def _emit(obj) -> int:
+    print(json.dumps(obj, indent=2, default=float))
+    return 0
+
+
+def metric_main(args) -> int:
+    from . import METRICS
+    from .ordering import ordering_scores
+
+    name = args.name
+    if name not in METRICS:
+        print(f"unknown metric {name!r}; `critic list` shows them", file=sys.stderr)
+        return 2
+    if name in _ORDERING:
+        if args.jsonl:
+            recs = _read_jsonl(args.jsonl)
+            preds, golds = [r["pred"] for r in recs], [r["gold"] for r in recs]
+        elif args.pred and args.gold:
+            preds, golds = [_ints(args.pred)], [_ints(args.gold)]
+        else:
+            raise SystemExit("give --pred and --gold, or --jsonl")
+        out = ordering_scores(preds, golds, metrics=[name])
+        return _emit({"metric": name, "value": out[name], "n": out["n"]})
+    if name in ("pdd", "pdd_normalized"):
+        from .pdd import pdd
+
+        if args.pred_jsonl and args.gold_jsonl:
+            pred = [r["labels"] for r in _read_jsonl(args.pred_jsonl)]
+            gold = [r["labels"] for r in _read_jsonl(args.gold_jsonl)]
+        elif args.pred and args.gold:
+            pred, gold = _ints(args.pred), _ints(args.gold)
+        else:
+            raise SystemExit("give --pred and --gold label lists, or --pred-jsonl and --gold-jsonl")
+        value, bins = pdd(pred, gold, num_bins=args.bins, num_classes=args.classes, return_num_bins=True)
+        if name == "pdd_normalized":
+            value = 1 / (1 + value)
+        return _emit({"metric": name, "value": value, "num_bins": bins})
+    if name in ("ordered_bertscore", "align_gold_order"):
+        from .encoders import BertScoreSimilarity
+        from .text import align_gold_order_text, ordered_bertscore_text
+
+        if not (args.pred_jsonl and args.gold_jsonl):
+            raise SystemExit("give --pred-jsonl and --gold-jsonl (documents paired by line)")
+        preds = [_units(r) for r in _read_jsonl(args.pred_jsonl)]
+        golds = [_units(r) for r in _read_jsonl(args.gold_jsonl)]
+        if len(preds) != len(golds):
+            raise SystemExit(f"{len(preds)} predictions but {len(golds)} gold documents")
+        sim = BertScoreSimilarity(args.model)
+        if name == "align_gold_order":
+            return _emit({"metric": name, "orders": [align_gold_order_text(p, g, sim) for p, g in zip(preds, golds)]})
+        scores = [ordered_bertscore_text(g, p, args.version, _n(args.n), sim) for p, g in zip(preds, golds)]
+        return _emit({"metric": name, "version": args.version, "n": args.n, "mean": sum(scores) / len(scores),
+                      "values": scores})
+    if name == "coherence_lambda":
+        from .encoders import SentenceEncoder
+        from .text import coherence_lambda_text
+
+        if not args.jsonl:
+            raise SystemExit("give --jsonl documents")
+        enc = SentenceEncoder(args.model)
+        scores = [coherence_lambda_text(_units(r), args.lam, enc) for r in _read_jsonl(args.jsonl)]
+        return _emit({"metric": name, "lam": args.lam, "mean": sum(scores) / len(scores), "values": scores})
+    if name in _FLUENCY:
+        return _fluency(args)
+    if name == "mauve":
+        from .mauve import mauve_text
+
+        if not (args.pred_jsonl and args.gold_jsonl):
+            raise SystemExit("give --pred-jsonl and --gold-jsonl")
+        p = [" ".join(_units(r)) for r in _read_jsonl(args.pred_jsonl)]
+        q = [" ".join(_units(r)) for r in _read_jsonl(args.gold_jsonl)]
+        return _emit({"metric": name, "value": mauve_text(p, q, args.model)})
+    if name in ("correlations", "r_squared"):
+        from .agreement import correlations, r_squared
+
+        if not (args.values and args.judgments):
+            raise SystemExit("give --values and --judgments")
+        x, y = _floats(args.values), _floats(args.judgments)
+        out = correlations(x, y) if name == "correlations" else {"r_squared": r_squared(x, y)}
+        return _emit({"metric": name, **out})
+    raise SystemExit(f"metric {name!r} has no command-line form")
+
+
+def _fluency(args) -> int:
+    from .fluency import CausalLMFluency, KenLMFluency, UnigramModel, word_tokenize, wordpiece_tokenizer
+
+    if not (args.train and args.sentences):
+        raise SystemExit("give --train (text, one sentence a line) and --sentences")
+    train, sents = _lines(args.train), _lines(args.sentences)
+    name = args.name
+    if name == "wpslor":
+        scorer = KenLMFluency.fit(train, order=args.order, tokenize=wordpiece_tokenizer(args.model), memory=args.memory)
+        key = "slor"
+    elif args.backend == "kenlm" or name in ("fluency_a1", "fluency_a2"):
+        scorer = KenLMFluency.fit(train, order=args.order, memory=args.memory)
+        key = {"fluency_a1": "a1", "fluency_a2": "a2", "perplexity": "ppl"}.get(name, name)
+    else:
+        uni = UnigramModel.from_corpus([word_tokenize(s) for s in train], eos=False)
+        scorer = CausalLMFluency(uni, model=args.model, gguf_file=args.gguf_file)
+        key = {"perplexity": "ppl"}.get(name, name)
+    values = [scorer.score(s)[key] for s in sents]
+    return _emit({"metric": name, "backend": "kenlm" if isinstance(scorer, KenLMFluency) else "transformers",
+                  "mean": sum(values) / len(values), "values": values})
+
+
+def setup_main(args) -> int:
+    if args.tool != "kenlm":
+        print(f"unknown setup target {args.tool!r}", file=sys.stderr)
+        return 2
+    from critics.ngram.build import setup_kenlm
+
+    path = setup_kenlm(args.cache, sdist=args.sdist, force=args.force)
+    print(path)
+    return 0
+
+
+def add_commands(subparsers) -> None:
+    """Add the ``metric`` and ``setup`` sub-commands to the ``critic`` CLI."""
+    m = subparsers.add_parser("metric", help="compute one of the seeds' metrics (critic list shows them)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    m.add_argument("name")
+    m.add_argument("--pred", help="comma-separated order or label list")
+    m.add_argument("--gold", help="comma-separated order or label list")
+    m.add_argument("--jsonl", help="JSONL input (orders or documents)")
+    m.add_argument("--pred-jsonl", help="JSONL predictions / generated documents")
+    m.add_argument("--gold-jsonl", help="JSONL references")
+    m.add_argument("--bins", type=int, default=5, help="PDD: requested number of positional bins")
+    m.add_argument("--classes", type=int, default=None, help="PDD: number of roles (default max label + 1)")
+    m.add_argument("--version", type=int, default=1, choices=(1, 2), help="Ordered BERTScore version")
+    m.add_argument("--n", default="1", help="Ordered BERTScore n (an int or inf)")
+    m.add_argument("--lam", type=float, default=0.5, help="coherence-lambda weight")
+    m.add_argument("--model", default=None, help="encoder / causal LM name or path (default: offline models)")
+    m.add_argument("--gguf-file", default=None, help="GGUF file inside --model")
+    m.add_argument("--train", help="fluency: training text, one sentence a line")
+    m.add_argument("--sentences", help="fluency: sentences to score, one a line")
+    m.add_argument("--backend", choices=("kenlm", "transformers"), default="kenlm")
+    m.add_argument("--order", type=int, default=3, help="n-gram order")
+    m.add_argument("--memory", default="1G", help="lmplz -S memory bound")
+    m.add_argument("--values", help="correlations: comma-separated metric values")
+    m.add_argument("--judgments", help="correlations: comma-separated human scores")
+    m.set_defaults(func=metric_main)
+
+    s = subparsers.add_parser("setup", help="build optional tools (kenlm: lmplz and build_binary)")
+    s.add_argument("tool", choices=("kenlm",))
+    s.add_argument("--cache", default=None, help="build folder (default ~/.cache/critic/kenlm)")
+    s.add_argument("--sdist", default=None, help="local kenlm-0.3.0.tar.gz instead of downloading it")
+    s.add_argument("--force", action="store_true", help="rebuild even when the tools are there")
+    s.set_defaults(func=setup_main)
