@@ -229,11 +229,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if hasattr(args, "device"):
-        resolve_device(args.device)
-    if hasattr(args, "seed"):
-        seed_everything(args.seed)
     try:
+        if hasattr(args, "device"):
+            resolve_device(args.device)
+        if hasattr(args, "seed"):
+            seed_everything(args.seed)
         return int(args.func(args) or 0)
     except (DocumentError, ValueError, KeyError, FileNotFoundError, RuntimeError) as exc:
         print(f"critic: error: {exc}", file=sys.stderr)

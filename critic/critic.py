@@ -41,8 +41,12 @@ class NotFittedError(RuntimeError):
 def resolve_device(device: str | torch.device) -> torch.device:
     """The torch device named; CUDA only when asked, and an error, never a fallback, if absent."""
     dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"device {device!r} was asked for but CUDA is not available here")
+    if dev.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise RuntimeError(f"device {device!r} was asked for but CUDA is not available here")
+        if dev.index is not None and dev.index >= count:
+            raise RuntimeError(f"device {device!r} was asked for but only {count} CUDA device(s) exist")
     return dev
 
 

@@ -95,7 +95,8 @@ def parse_roff(source: str, *, page: str) -> Document | None:
             if macro in _FONT_MACROS:
                 body.append(_unescape("".join(_macro_args(rest)) if macro != "SM" else rest))
             elif macro in _TEXT_MACROS and rest:
-                body.append(_unescape(" ".join(_macro_args(rest))))
+                args = _macro_args(rest)
+                body.append(_unescape(args[0] if macro == "IP" else " ".join(args)))  # .IP tag [indent]
             continue
         if title is not None:
             body.append(_unescape(line))

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs critic and everything its main job and tests need, on a fresh Debian machine
+# with Python >= 3.11.  Idempotent: rerunning it skips what is already there.
+#   bash .ci/install.sh          # the project with all critics
+#   bash .ci/install.sh --test   # ... and the test tools
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+PIP="$PY -m pip install -q --disable-pip-version-check -c .ci/constraints.txt"
+
+# System packages: the man-page corpus and KenLM's build dependencies.
+need_apt=()
+[ -d /usr/share/man/man2 ] && ls /usr/share/man/man2 | grep -q . || need_apt+=(manpages manpages-dev)
+for pkg in cmake libboost-program-options-dev libboost-system-dev libboost-thread-dev libboost-test-dev \
+           zlib1g-dev libbz2-dev liblzma-dev; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
+done
+if [ ${#need_apt[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${need_apt[@]}"
+fi
+
+# torch first (a CPU build where one is offered locally), so nothing pulls a CUDA build.
+$PY -c "import torch" 2>/dev/null || $PIP torch==2.13.0
+extras="all"
+[ "${1:-}" = "--test" ] && extras="all,test"
+$PIP -e ".[${extras}]"

@@ -1,0 +1,28 @@
+"""Shared fixtures: real data only (the shipped man-page fixture and the machine's man pages)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="session")
+def fixture_manpage_root() -> Path:
+    return DATA / "manpages"
+
+
+@pytest.fixture(scope="session")
+def system_manpages(tmp_path_factory):
+    """The machine's full man-page corpus (Debian manpages + manpages-dev), built once.
+
+    `.ci/run` installs the packages; without them this fails with the install command.
+    """
+    from critic.corpora.manpages import build_manpages
+    from critic.document import read_jsonl
+
+    out = tmp_path_factory.mktemp("manpages")
+    build_manpages(out, install=False)
+    return {s: read_jsonl(out / f"{s}.jsonl") for s in ("train", "valid", "test")}

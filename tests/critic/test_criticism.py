@@ -1,0 +1,73 @@
+"""criticize() end to end with the tutorial critic, every number against an independent computation."""
+
+import importlib.util
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.stats import poisson
+
+from critic import Critic, criticize, stats
+from critic.document import Document, Section
+from critic.report import markdown_table, write_report
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "section_count_critic.py"
+
+
+@pytest.fixture(scope="module")
+def tutorial():
+    spec = importlib.util.spec_from_file_location("section_count_critic", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def docs_with(counts, prefix):
+    return [Document(f"{prefix}{i}", tuple(Section(f"s{k}", "text") for k in range(n))) for i, n in enumerate(counts)]
+
+
+def test_tutorial_critic_is_short_and_scores_by_closed_form(tutorial, tmp_path):
+    assert len(EXAMPLE.read_text().splitlines()) < 50
+    train = docs_with([3, 4, 5, 4, 4, 2, 6], "t")
+    critic = tutorial.SectionCountCritic().fit(train)
+    assert critic.rate_ == pytest.approx(4.0)
+    test = docs_with([1, 4, 9], "x")
+    got = critic.latent_nll(test).numpy()
+    np.testing.assert_allclose(got, -poisson.logpmf([1, 4, 9], 4.0), rtol=1e-12)
+    critic.save(tmp_path / "c")
+    again = Critic.load(tmp_path / "c")
+    assert type(again).__name__ == "SectionCountCritic"
+    np.testing.assert_array_equal(again.latent_nll(test).numpy(), got)
+
+
+def test_criticize_numbers(tutorial, tmp_path):
+    critic = tutorial.SectionCountCritic().fit(docs_with([3, 4, 5, 4, 4, 2, 6], "t"))
+    ref_counts = [3, 4, 5, 4, 4, 3, 5, 4, 2, 6, 4, 5]
+    cand_counts = [8, 9, 1, 10, 4, 12, 7]
+    reference = docs_with(ref_counts, "r")
+    candidate = docs_with(cand_counts, "c") + [Document("empty", ())]
+    result = criticize(critic, reference, {"lm": candidate}, n_bootstrap=400, n_permutations=999, seed=3)
+
+    t_ref = -poisson.logpmf(ref_counts, 4.0)
+    t_cand = -poisson.logpmf(cand_counts, 4.0)
+    ref, cand = result.reference, result.candidates["lm"]
+    assert ref.n == 12 and cand.n == 7
+    assert ref.latent_nll == pytest.approx(t_ref.mean(), rel=1e-12)
+    assert cand.latent_ppl == pytest.approx(math.exp(t_cand.sum() / 7), rel=1e-12)
+    assert cand.n_skipped == 1 and cand.skipped == {"empty": "document has no sections"}
+    assert cand.comparison.difference == pytest.approx(t_cand.mean() - t_ref.mean(), rel=1e-12)
+    assert cand.comparison.difference_ci[0] > 0          # the candidate set is clearly worse
+    assert cand.p_value < 0.01
+    assert ref.latent_nll_ci == pytest.approx(stats.bootstrap_ci(t_ref, n_resamples=400, seed=3))
+    # outlier p-values: empirical p of T/M against the reference set, by brute force
+    for d, t in zip(cand.documents, t_cand):
+        assert d.outlier_p_value == pytest.approx((1 + np.sum(t_ref >= t - 1e-12)) / 13)
+    top = result.outliers(top=3)
+    assert [d.id for _, d in top] == ["c5", "c3", "c1"]  # 12, 10 and 9 sections are the least likely
+
+    paths = write_report(result, tmp_path / "out", top=3)
+    text = paths["report"].read_text()
+    assert "| lm | 7 |" in text and "`lm` / `empty`: document has no sections" in text
+    assert paths["histogram"].stat().st_size > 1000
+    assert "Latent PPL ↓" in markdown_table(result)
