@@ -18,6 +18,7 @@ from critic.document import read_jsonl, write_jsonl
 from critic.registry import get_critic
 from critic.report import outliers_table, write_report
 from critics.sections import CorpusFilter
+from critics.sections.analysis import transition_errors_table
 
 SPLITS = ("train", "valid", "test")
 
@@ -75,5 +76,11 @@ def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu") -> dict
     print(result)
     print(f"\nTop {top} flagged outliers (smallest empirical p-value of T(x)/M(x) against real pages):\n")
     print(outliers_table(result, top=top))
+    errors = ["", "## Top section-transition errors (paper table 12: P_c(z_m | z_{m-1}) < 0.01)", ""]
+    for name, docs in {"real": test, **candidates}.items():
+        errors += [f"### {name}", "", transition_errors_table(critic, docs, threshold=0.01, top=5), ""]
+    with open(paths["report"], "a", encoding="utf-8") as fh:
+        fh.write("\n".join(errors))
+    print("\n".join(errors))
     print(f"\nwrote {', '.join(str(p) for p in paths.values())}")
     return result.to_dict()

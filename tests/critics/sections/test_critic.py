@@ -100,3 +100,17 @@ def test_real_pages_beat_each_corruption_with_separate_cis(system_manpages):
         assert cand.latent_ppl > real.latent_ppl, name
         assert cand.latent_ppl_ci[0] > real.latent_ppl_ci[1], (name, cand.latent_ppl_ci, real.latent_ppl_ci)
         assert cand.p_value < 0.01
+
+
+def test_transition_errors_by_hand():
+    from critics.sections.analysis import transition_errors
+
+    critic = SectionTransitionCritic(delta=0.01, normalize_titles=False).fit(TRAIN)
+    docs = [doc("x", ["result", "intro"]), doc("y", ["intro", "method", "result"])]
+    errors, failures = transition_errors(critic, docs, threshold=0.05)
+    # 7 transitions; never seen in TRAIN (so below 0.05): <bos>->result, intro-><eos>, result->intro
+    assert [(e.previous, e.current) for e in errors] == [("<bos>", "result"), ("intro", "<eos>"), ("result", "intro")]
+    # <bos> row: 4 starts over 4 targets; result row: 4 ends over 4 types + <eos>
+    assert errors[0].probability == pytest.approx(0.01 / (4 + 0.01 * 4), rel=1e-12)
+    assert errors[2].probability == pytest.approx(0.01 / (4 + 0.01 * 5), rel=1e-12)
+    assert failures == pytest.approx(3 / 7)
