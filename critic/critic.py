@@ -66,6 +66,7 @@ class Scores:
     latent_steps: np.ndarray
     skipped: dict[str, str] = field(default_factory=dict)
     unknown: dict[str, int] = field(default_factory=dict)
+    estimator: str = "exact"
 
     @property
     def n(self) -> int:
@@ -123,10 +124,20 @@ class Critic:
         """``T_c(x)`` per document, shape ``(B,)`` float64: ``H(P_c(z|x), P_c(z))``."""
         q, p = self.posterior(docs), self.prior()
         try:
-            return cross_entropy(q, p).to(torch.float64)
+            value = cross_entropy(q, p).to(torch.float64)
+            self._estimator = "exact"
         except NotImplementedError:
-            estimate, _ = monte_carlo_cross_entropy(q, p, num_samples=self.mc_samples)
-            return estimate
+            value, _ = monte_carlo_cross_entropy(q, p, num_samples=self.mc_samples)
+            self._estimator = f"monte carlo ({self.mc_samples} samples)"
+        return value
+
+    @property
+    def estimator(self) -> str:
+        """How the last :meth:`latent_nll` was computed: ``"exact"`` or ``"monte carlo (S samples)"``.
+
+        Subclasses that override :meth:`latent_nll` set ``self._estimator`` themselves.
+        """
+        return getattr(self, "_estimator", "exact")
 
     def score(self, docs: Sequence[Document], *, progress: bool = False) -> Scores:
         """Project every document it can; count and give the reason for the others."""
@@ -157,6 +168,7 @@ class Critic:
             latent_steps=np.concatenate(steps) if steps else np.zeros(0),
             skipped=skipped,
             unknown=unknown,
+            estimator=self.estimator,
         )
 
     def get_params(self) -> dict[str, Any]:

@@ -192,5 +192,6 @@ def criticize(
         result.comparison = _compare(ref_scores, scores, n_bootstrap=n_bootstrap,
                                      n_permutations=n_permutations, level=level, seed=seed)
         results[name] = result
-    config = {"n_bootstrap": n_bootstrap, "n_permutations": n_permutations, "level": level, "seed": seed}
+    config = {"n_bootstrap": n_bootstrap, "n_permutations": n_permutations, "level": level, "seed": seed,
+              "latent_nll_estimator": ref_scores.estimator}
     return CriticismResult(critic=critic.name, reference=ref_result, candidates=results, config=config)

@@ -71,3 +71,37 @@ def test_criticize_numbers(tutorial, tmp_path):
     assert "| lm | 7 |" in text and "`lm` / `empty`: document has no sections" in text
     assert paths["histogram"].stat().st_size > 1000
     assert "Latent PPL ↓" in markdown_table(result)
+
+
+def test_monte_carlo_fallback_is_stated_and_agrees_with_closed_form(tutorial):
+    """Uniform posterior under a Cauchy prior: no registered formula, so Monte Carlo, and the result says so.
+
+    Closed form: with u = (z - m)/g, E_{z~U(a,b)}[-log Cauchy(z; m, g)] = log(pi g)
+    + g/(b - a) [F(u)] between the ends, F(u) = u log(1 + u^2) - 2u + 2 arctan(u).
+    """
+    import torch
+    from torch.distributions import Cauchy, Uniform
+
+    from critic.latent import monte_carlo_cross_entropy
+
+    class SoftCount(tutorial.SectionCountCritic):
+        mc_samples = 4000
+
+        def posterior(self, docs):
+            n = torch.tensor([float(len(d.sections)) for d in docs], dtype=torch.float64)
+            return Uniform(n - 0.5, n + 0.5)
+
+        def prior(self):
+            return Cauchy(torch.tensor(self.rate_, dtype=torch.float64), 2.0)
+
+    critic = SoftCount().fit(docs_with([3, 4, 5], "t"))
+    docs = docs_with([2, 6, 4, 11], "x")
+    result = criticize(critic, docs, n_bootstrap=50)
+    assert result.config["latent_nll_estimator"] == "monte carlo (4000 samples)"
+    estimate = critic.latent_nll(docs).numpy()
+    _, se = monte_carlo_cross_entropy(critic.posterior(docs), critic.prior(), num_samples=4000)
+    F = lambda u: u * np.log1p(u**2) - 2 * u + 2 * np.arctan(u)  # noqa: E731
+    n = np.array([2.0, 6.0, 4.0, 11.0])
+    lo, hi = (n - 0.5 - 4.0) / 2.0, (n + 0.5 - 4.0) / 2.0
+    closed = math.log(math.pi * 2.0) + 2.0 * (F(hi) - F(lo))
+    assert np.all(np.abs(estimate - closed) <= 3 * se.numpy())
