@@ -189,8 +189,8 @@ class SectionTransitionCritic(Critic):
     def transition_probability(self, previous: str, current: str) -> float:
         """``P_c(current | previous)`` with ``<bos>``/``<eos>`` allowed as endpoints."""
         p = self.prior()
-        if previous == "<bos>":
-            return float(p.initial[self.index_[current]].exp())
+        if previous == "<bos>":  # the prior has no empty documents: <bos> -> <eos> has probability 0
+            return 0.0 if current == "<eos>" else float(p.initial[self.index_[current]].exp())
         i = self.index_[previous]
         if current == "<eos>":
             return float(p.final[i].exp())

@@ -19,6 +19,7 @@ from critic.registry import get_critic
 from critic.report import outliers_table, write_report
 from critics.sections import CorpusFilter
 from critics.sections.analysis import transition_errors_table
+from critics.sections.plots import transition_difference_heatmap
 
 SPLITS = ("train", "valid", "test")
 
@@ -76,6 +77,9 @@ def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu") -> dict
     print(result)
     print(f"\nTop {top} flagged outliers (smallest empirical p-value of T(x)/M(x) against real pages):\n")
     print(outliers_table(result, top=top))
+    for name, docs in candidates.items():
+        paths[f"transitions_{name}"] = transition_difference_heatmap(
+            critic, test, docs, out / f"transitions_{name}.png", name=name)
     errors = ["", "## Top section-transition errors (paper table 12: P_c(z_m | z_{m-1}) < 0.01)", ""]
     for name, docs in {"real": test, **candidates}.items():
         errors += [f"### {name}", "", transition_errors_table(critic, docs, threshold=0.01, top=5), ""]

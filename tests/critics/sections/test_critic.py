@@ -114,3 +114,16 @@ def test_transition_errors_by_hand():
     assert errors[0].probability == pytest.approx(0.01 / (4 + 0.01 * 4), rel=1e-12)
     assert errors[2].probability == pytest.approx(0.01 / (4 + 0.01 * 5), rel=1e-12)
     assert failures == pytest.approx(3 / 7)
+
+
+def test_empirical_transitions_and_heatmap(tmp_path):
+    from critics.sections.plots import empirical_transitions, transition_difference_heatmap
+
+    critic = SectionTransitionCritic(delta=0.01, normalize_titles=False).fit(TRAIN)
+    labels = ["<bos>", "intro", "method", "result", "<eos>"]
+    table = empirical_transitions(critic, TRAIN, labels)
+    # by hand: <bos> -> intro 3/4, method 1/4; method -> method 1/4, result 3/4
+    np.testing.assert_allclose(table[0], [0, 0.75, 0.25, 0, 0])
+    np.testing.assert_allclose(table[2], [0, 0, 0.25, 0.75, 0])
+    path = transition_difference_heatmap(critic, TRAIN, VALID, tmp_path / "t.png")
+    assert path.stat().st_size > 1000
