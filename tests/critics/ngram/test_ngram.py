@@ -1,0 +1,108 @@
+"""KenLM tooling: build (idempotent, cached), estimate with lmplz, query in natural logs."""
+
+import math
+import time
+
+import pytest
+
+from critics.ngram import KenLMNotBuilt, NgramLM, estimate_ngram, find_kenlm_bin, setup_kenlm
+
+pytest.importorskip("kenlm")
+
+
+@pytest.fixture(scope="module")
+def kenlm_bin():
+    try:
+        return setup_kenlm()  # idempotent: returns at once when already built
+    except Exception as exc:  # no toolchain or no network for the sdist
+        pytest.skip(f"KenLM tools cannot be built here: {exc}")
+
+
+def read_arpa(path):
+    """{order: {ngram tuple: (log10 prob, log10 backoff)}} from an ARPA file."""
+    table, order = {}, None
+    for line in open(path, encoding="utf-8"):
+        line = line.strip()
+        if line.startswith("\\") and line.endswith("-grams:"):
+            order = int(line[1:line.index("-")])
+            table[order] = {}
+        elif order and line and not line.startswith("\\"):
+            parts = line.split("\t")
+            table[order][tuple(parts[1].split())] = (float(parts[0]), float(parts[2]) if len(parts) > 2 else 0.0)
+    return table
+
+
+def backoff_log10(table, context, word):
+    """Katz-style back-off query written from the ARPA definition."""
+    ngram = tuple(context) + (word,)
+    if ngram in table.get(len(ngram), {}):
+        return table[len(ngram)][ngram][0]
+    if not context:
+        return table[1][("<unk>",)][0]
+    bow = table.get(len(context), {}).get(tuple(context), (0.0, 0.0))[1]
+    return bow + backoff_log10(table, context[1:], word)
+
+
+CORPUS = [
+    "the cat sat on the mat",
+    "the dog sat on the rug",
+    "a cat lay on a mat",
+    "the cat ate the fish",
+    "a dog ate a bone",
+] * 3
+
+
+def test_setup_is_idempotent_and_cached(kenlm_bin):
+    start = time.perf_counter()
+    again = setup_kenlm()
+    assert again == kenlm_bin
+    assert time.perf_counter() - start < 1.0
+    assert find_kenlm_bin() == kenlm_bin
+    assert (kenlm_bin / "lmplz").is_file() and (kenlm_bin / "build_binary").is_file()
+
+
+def test_env_override_is_checked(monkeypatch, tmp_path):
+    monkeypatch.setenv("CRITIC_KENLM_BIN", str(tmp_path))
+    with pytest.raises(KenLMNotBuilt):
+        find_kenlm_bin()
+    assert find_kenlm_bin(required=False) is None
+
+
+def test_query_matches_the_arpa_file(kenlm_bin, tmp_path):
+    arpa = estimate_ngram(CORPUS, 3, tmp_path / "m.arpa", discount_fallback="auto", memory="64M")
+    lm = NgramLM(arpa)
+    table = read_arpa(arpa)
+    assert lm.order == 3
+    for sentence in ["the cat sat on the rug", "a dog lay on the fish", "the unicorn sat"]:
+        words = sentence.split()
+        got = lm.token_logprobs(words)
+        history = ["<s>"]
+        want = []
+        for w in words + ["</s>"]:
+            key = w if (w,) in table[1] else "<unk>"
+            want.append(backoff_log10(table, history[-2:], key) * math.log(10))
+            history.append(key)
+        assert got == pytest.approx(want, abs=1e-4)
+        assert lm.logprob(words) == pytest.approx(sum(want), abs=1e-4)
+    assert lm.oov("the unicorn".split()) == [False, True]
+
+
+def test_small_vocabulary_needs_discount_fallback(kenlm_bin, tmp_path):
+    chains = ["A B A", "B A B", "A A B"] * 4  # three-word vocabulary: discounts cannot be estimated
+    with pytest.raises(RuntimeError):
+        estimate_ngram(chains, 3, tmp_path / "no.arpa", discount_fallback=False, memory="64M")
+    path = estimate_ngram(chains, 3, tmp_path / "yes.arpa", discount_fallback="auto", memory="64M")
+    lm = NgramLM(path)
+    probs = [math.exp(x) for x in lm.token_logprobs("A B".split())]
+    assert all(0 < p < 1 for p in probs)
+
+
+def test_binary_output_and_token_checks(kenlm_bin, tmp_path):
+    path = estimate_ngram(CORPUS, 2, tmp_path / "m.bin", binary=True, memory="64M")
+    assert path.is_file() and not (tmp_path / "m.arpa").exists()
+    arpa_lm = NgramLM(estimate_ngram(CORPUS, 2, tmp_path / "m2.arpa", memory="64M"))
+    assert NgramLM(path).logprob("the cat".split()) == pytest.approx(arpa_lm.logprob("the cat".split()), abs=1e-4)
+    with pytest.raises(ValueError):
+        estimate_ngram([["a b"]], 2, tmp_path / "x.arpa")
+    with pytest.raises(ValueError):
+        estimate_ngram([["<s>"]], 2, tmp_path / "x.arpa")
