@@ -1,0 +1,33 @@
+"""Brute-force enumeration of semi-Markov segmentations (test helper)."""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+
+def compositions(n: int, max_part: int):
+    if n == 0:
+        yield ()
+        return
+    for first in range(1, min(n, max_part) + 1):
+        for rest in compositions(n - first, max_part):
+            yield (first,) + rest
+
+
+def enumerate_paths(init, trans, dur, emit_b, length):
+    """All (score, segments) for one sequence; segments are (start, len, state)."""
+    K = emit_b.shape[1]
+    C = emit_b.shape[2]
+    out = []
+    for comp in compositions(length, K):
+        starts = [sum(comp[:i]) for i in range(len(comp))]
+        for states in itertools.product(range(C), repeat=len(comp)):
+            s = init[states[0]]
+            for m, (a, ln, c) in enumerate(zip(starts, comp, states)):
+                if m:
+                    s = s + trans[states[m - 1], c]
+                s = s + dur[c, ln - 1] + emit_b[a, ln - 1, c]
+            out.append((s, list(zip(starts, comp, states))))
+    return out
