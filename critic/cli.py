@@ -162,6 +162,29 @@ def cmd_data_build(args) -> int:
     return 0
 
 
+def cmd_data_convert(args) -> int:
+    from collections import Counter
+
+    from .document import write_jsonl
+
+    if args.format == "cohan":
+        from .corpora.cohan import iter_cohan
+
+        docs = list(iter_cohan(args.input))
+        report: dict = {"kept": len(docs)}
+    elif args.format == "wikipedia":
+        from .corpora.wikipedia import iter_wikipedia
+
+        counter: Counter = Counter()
+        docs = list(iter_wikipedia(args.input, counter))
+        report = dict(counter)
+    else:
+        raise ValueError(f"unknown format {args.format!r} (known: cohan, wikipedia)")
+    write_jsonl(docs, args.out)
+    print(json.dumps(report))
+    return 0
+
+
 # ------------------------------------------------------------------ parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="critic", description="Model criticism in latent space.")
@@ -219,6 +242,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--root", default="/usr/share/man", help="man page root (default /usr/share/man)")
     b.add_argument("--no-install", action="store_true", help="never apt-get install missing pages")
     b.set_defaults(func=cmd_data_build)
+    c = data_sub.add_parser("convert", help="convert a corpus format users bring into document JSONL")
+    c.add_argument("format", choices=["cohan", "wikipedia"],
+                   help="cohan: arXiv/PubMed JSON lines of Cohan et al. (2018); wikipedia: pages-articles XML[.bz2]")
+    c.add_argument("input", type=Path)
+    c.add_argument("--out", required=True, type=Path)
+    c.set_defaults(func=cmd_data_convert)
 
     for module in registry.load_plugins().values():
         if hasattr(module, "add_commands"):
