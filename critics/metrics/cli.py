@@ -162,7 +162,8 @@ def _fluency(args) -> int:
         uni = UnigramModel.from_corpus([word_tokenize(s) for s in train], eos=False)
         scorer = CausalLMFluency(uni, model=args.model, gguf_file=args.gguf_file)
         key = {"perplexity": "ppl"}.get(name, name)
-    values = [scorer.score(s)[key] for s in sents]
+    scores = scorer.score_many(sents) if hasattr(scorer, "score_many") else [scorer.score(s) for s in sents]
+    values = [s[key] for s in scores]
     return _emit({"metric": name, "backend": "kenlm" if isinstance(scorer, KenLMFluency) else "transformers",
                   "mean": sum(values) / len(values), "values": values})
 

@@ -260,23 +260,45 @@ class CausalLMFluency:
             prefix = "<|endoftext|>" if "<|endoftext|>" in vocab else (self.tok.bos_token or self.tok.eos_token)
         self.prefix_id = vocab[prefix] if prefix in vocab else self.tok.convert_tokens_to_ids(prefix)
 
-    def logprob(self, text: str) -> float:
-        """ln p_M(text) under the causal LM."""
+    def logprobs(self, texts: Sequence[str], batch_size: int = 16) -> list[float]:
+        """ln p_M(text) under the causal LM for each text (right-padded batches)."""
         import torch
 
-        ids = self.tok(text, add_special_tokens=False).input_ids
-        if self.eos:
-            ids = ids + [self.tok.eos_token_id]
-        x = torch.tensor([[self.prefix_id] + ids], device=self.device)
-        with torch.no_grad():
-            logits = self.net(x).logits[0, :-1].float()
-        lp = torch.log_softmax(logits, dim=-1).gather(1, x[0, 1:, None])
-        return float(lp.sum())
+        out = []
+        for start in range(0, len(texts), batch_size):
+            seqs = []
+            for text in texts[start:start + batch_size]:
+                ids = self.tok(text, add_special_tokens=False).input_ids
+                seqs.append([self.prefix_id] + ids + ([self.tok.eos_token_id] if self.eos else []))
+            width = max(len(q) for q in seqs)
+            x = torch.zeros((len(seqs), width), dtype=torch.long)
+            mask = torch.zeros((len(seqs), width), dtype=torch.long)
+            for row, q in enumerate(seqs):
+                x[row, :len(q)] = torch.tensor(q)
+                mask[row, :len(q)] = 1
+            x, mask = x.to(self.device), mask.to(self.device)
+            with torch.no_grad():
+                logits = self.net(input_ids=x, attention_mask=mask).logits[:, :-1].float()
+            lp = torch.log_softmax(logits, dim=-1).gather(2, x[:, 1:, None])[..., 0]
+            out.extend((lp * mask[:, 1:]).sum(1).tolist())
+        return out
+
+    def logprob(self, text: str) -> float:
+        """ln p_M(text) under the causal LM."""
+        return self.logprobs([text])[0]
 
     def score(self, text: str) -> dict[str, float]:
-        words = self.tokenize(text)
-        if not words:
-            raise ValueError(f"no tokens in {text!r}")
-        up = self.unigram.token_logprobs(words, eos=self.eos)
-        lm = self.logprob(text)
-        return {"nce": nce(lm, len(up)), "ppl": perplexity(lm, len(up)), "slor": slor(lm, up), "length": len(up)}
+        return self.score_many([text])[0]
+
+    def score_many(self, texts: Sequence[str], batch_size: int = 16) -> list[dict[str, float]]:
+        """NCE, PPL and SLOR of each text (LM calls batched)."""
+        words = [self.tokenize(t) for t in texts]
+        for t, w in zip(texts, words):
+            if not w:
+                raise ValueError(f"no tokens in {t!r}")
+        out = []
+        for w, lm in zip(words, self.logprobs(list(texts), batch_size)):
+            up = self.unigram.token_logprobs(w, eos=self.eos)
+            out.append({"nce": nce(lm, len(up)), "ppl": perplexity(lm, len(up)), "slor": slor(lm, up),
+                        "length": len(up)})
+        return out

@@ -1,0 +1,61 @@
+"""``critic metric`` / ``critic setup`` sub-commands and the metric registry."""
+
+import argparse
+import json
+
+import pytest
+
+import critics.metrics as metrics
+
+
+@pytest.fixture
+def parser():
+    p = argparse.ArgumentParser(prog="critic")
+    metrics.add_commands(p.add_subparsers(dest="command"))
+    return p
+
+
+def run(parser, argv, capsys):
+    args = parser.parse_args(argv)
+    assert args.func(args) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_kendall_tau_command(parser, capsys):
+    out = run(parser, ["metric", "kendall_tau", "--pred", "2,0,1", "--gold", "0,1,2"], capsys)
+    assert out["value"] == pytest.approx(-1 / 3)
+
+
+def test_ordering_over_jsonl(parser, capsys, tmp_path):
+    f = tmp_path / "orders.jsonl"
+    f.write_text('{"pred": [0, 1, 2], "gold": [0, 1, 2]}\n{"pred": [1, 0, 2], "gold": [0, 1, 2]}\n')
+    out = run(parser, ["metric", "pmr", "--jsonl", str(f)], capsys)
+    assert out["value"] == 0.5 and out["n"] == 2
+
+
+def test_pdd_commands(parser, capsys, tmp_path):
+    out = run(parser, ["metric", "pdd", "--pred", "0,0,1,1", "--gold", "0,0,1,1", "--bins", "2"], capsys)
+    assert out["value"] == pytest.approx(0.0, abs=1e-12) and out["num_bins"] == 2
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text('{"labels": [0, 1, 2]}\n{"labels": [0, 1]}\n')
+    b.write_text('{"labels": [2, 1, 0]}\n')
+    out = run(parser, ["metric", "pdd_normalized", "--pred-jsonl", str(a), "--gold-jsonl", str(b), "--bins", "9"], capsys)
+    assert out["num_bins"] == 3 and 0 < out["value"] < 1
+
+
+def test_correlations_command(parser, capsys):
+    out = run(parser, ["metric", "correlations", "--values", "1,2,3,4", "--judgments", "1,3,2,4"], capsys)
+    assert out["pearson"] == pytest.approx(0.8)
+
+
+def test_setup_parser(parser):
+    args = parser.parse_args(["setup", "kenlm", "--cache", "/tmp/x", "--force"])
+    assert args.tool == "kenlm" and args.force and args.func is not None
+
+
+def test_metrics_are_registered():
+    registry = pytest.importorskip("critic.registry")
+    names = set(registry.list_metrics())
+    for name in ("pmr", "kendall_tau", "wlcs_l", "ordered_bertscore", "pdd", "slor", "wpslor", "perplexity"):
+        assert name in metrics.METRICS
+        assert name in names
