@@ -225,3 +225,32 @@ def test_mauve_separates_distributions():
     assert same > 0.9
     assert far < 0.2
     assert mauve_score(p, p, num_buckets=10) == pytest.approx(1.0, abs=1e-6)
+
+
+@needs_encoder
+def test_text_level_alignment_and_score(split_sentences, tmp_path, capsys):
+    from critics.metrics.text import align_gold_order_text, ordered_bertscore_text
+
+    gold = split_sentences[1][10:15]
+    perm = [3, 0, 4, 1, 2]
+    pred = [gold[i] for i in perm]
+    order = align_gold_order_text(pred, gold)
+    assert [pred[i] for i in order] == gold  # Algorithm 1 restores the gold order
+    assert ordered_bertscore_text(gold, gold, version=1, n=1) == pytest.approx(1.0, abs=1e-5)
+    assert ordered_bertscore_text(gold, pred, version=1, n=1) < 0.9
+
+    import argparse
+    import json
+
+    from critics.metrics import add_commands
+
+    g, p = tmp_path / "gold.jsonl", tmp_path / "pred.jsonl"
+    g.write_text(json.dumps({"sentences": gold}) + "\n")
+    p.write_text(json.dumps({"sentences": pred}) + "\n")
+    parser = argparse.ArgumentParser()
+    add_commands(parser.add_subparsers())
+    args = parser.parse_args(["metric", "ordered_bertscore", "--pred-jsonl", str(p), "--gold-jsonl", str(g),
+                              "--version", "2", "--n", "inf"])
+    assert args.func(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["values"][0] == pytest.approx(ordered_bertscore_text(gold, pred, version=2, n=math.inf), abs=1e-6)
