@@ -142,7 +142,8 @@ def marginals(
         d = _batched(dur, B, 2).detach().clone().requires_grad_(True)
         e = emit.detach().clone().requires_grad_(True)
         log_z = log_partition(i, tr, d, e, lengths, stable=stable)
-        gi, gt, gd, ge = torch.autograd.grad(log_z.sum(), (i, tr, d, e))
+        grads = torch.autograd.grad(log_z.sum(), (i, tr, d, e), allow_unused=True)
+    gi, gt, gd, ge = (torch.zeros_like(x) if g is None else g for g, x in zip(grads, (i, tr, d, e)))
     return Marginals(log_z.detach(), gi, gt, gd, ge)
 
 

@@ -62,7 +62,7 @@ class SyntheticConfig:
 PRESETS: dict[str, SyntheticConfig] = {
     "paper": SyntheticConfig(),
     # same structure (M = 50 segments of 4-11 tokens, 53 tokens), fewer states and subsequences
-    "cpu": SyntheticConfig(num_states=16, num_subsequences=160, n_train=2_000, n_valid=200, n_test=500),
+    "cpu": SyntheticConfig(num_states=32, num_subsequences=320, n_train=2_000, n_valid=200, n_test=500),
     "tiny": SyntheticConfig(
         num_states=4, num_segments=6, num_letters=6, num_subsequences=12, min_len=2, max_len=4,
         n_train=300, n_valid=50, n_test=100,

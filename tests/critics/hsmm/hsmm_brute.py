@@ -31,3 +31,24 @@ def enumerate_paths(init, trans, dur, emit_b, length):
                 s = s + dur[c, ln - 1] + emit_b[a, ln - 1, c]
             out.append((s, list(zip(starts, comp, states))))
     return out
+
+
+def brute_marginals(init, trans, dur, emit_b, length):
+    """Expected counts (init, trans, dur, emit) and log Z by enumeration."""
+    T, K, C = emit_b.shape
+    paths = enumerate_paths(init, trans, dur, emit_b, length)
+    scores = torch.stack([s for s, _ in paths])
+    log_z = torch.logsumexp(scores, 0)
+    w = (scores - log_z).exp()
+    m_init = torch.zeros(C, dtype=torch.float64)
+    m_trans = torch.zeros(C, C, dtype=torch.float64)
+    m_dur = torch.zeros(C, K, dtype=torch.float64)
+    m_emit = torch.zeros(T, K, C, dtype=torch.float64)
+    for wi, (_, segs) in zip(w, paths):
+        m_init[segs[0][2]] += wi
+        for m, (a, ln, c) in enumerate(segs):
+            m_dur[c, ln - 1] += wi
+            m_emit[a, ln - 1, c] += wi
+            if m:
+                m_trans[segs[m - 1][2], c] += wi
+    return log_z, m_init, m_trans, m_dur, m_emit

@@ -1,0 +1,120 @@
+"""The linear semi-Markov routines against brute-force enumeration and torch-struct."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from critics.hsmm import semimarkov as sm
+from hsmm_brute import brute_marginals, enumerate_paths
+
+torch_struct = pytest.importorskip("torch_struct")
+
+
+def _factors(seed, B, T, K, C, scale=1.0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    r = lambda *s: (torch.randn(*s, generator=g, dtype=torch.float64) * scale).to(dtype)  # noqa: E731
+    return r(C), r(C, C), r(C, K), r(B, T, K, C)
+
+
+sizes = st.tuples(st.integers(0, 10_000), st.integers(1, 3), st.integers(1, 5), st.integers(1, 3), st.integers(1, 3))
+
+
+@settings(max_examples=25, deadline=None)
+@given(sizes, st.data())
+def test_partition_and_marginals_match_enumeration_mixed_lengths(size, data):
+    seed, B, T, K, C = size
+    lengths = torch.tensor(data.draw(st.lists(st.integers(1, T), min_size=B, max_size=B)))
+    init, trans, dur, emit = _factors(seed, B, T, K, C)
+    m = sm.marginals(init, trans, dur, emit, lengths)
+    for b in range(B):
+        log_z, mi, mt, md, me = brute_marginals(init, trans, dur, emit[b], int(lengths[b]))
+        assert torch.allclose(m.log_z[b], log_z, atol=1e-9)
+        assert torch.allclose(m.init[b], mi, atol=1e-9)
+        assert torch.allclose(m.trans[b], mt, atol=1e-9)
+        assert torch.allclose(m.dur[b], md, atol=1e-9)
+        assert torch.allclose(m.emit[b], me, atol=1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(sizes, st.data())
+def test_viterbi_matches_enumeration_mixed_lengths(size, data):
+    seed, B, T, K, C = size
+    lengths = torch.tensor(data.draw(st.lists(st.integers(1, T), min_size=B, max_size=B)))
+    init, trans, dur, emit = _factors(seed, B, T, K, C)
+    score, states, starts = sm.viterbi(init, trans, dur, emit, lengths)
+    segs = sm.segments_from_path(states, starts)
+    for b in range(B):
+        best, best_segs = max(enumerate_paths(init, trans, dur, emit[b], int(lengths[b])), key=lambda p: float(p[0]))
+        assert float(score[b]) == pytest.approx(float(best), abs=1e-9)
+        assert segs[b] == best_segs  # continuous random scores: the argmax is unique
+        assert int((states[b] >= 0).sum()) == int(lengths[b])
+
+
+def test_batched_per_sequence_factors_equal_shared():
+    init, trans, dur, emit = _factors(1, 3, 6, 3, 4)
+    lengths = torch.tensor([6, 2, 4])
+    shared = sm.log_partition(init, trans, dur, emit, lengths)
+    per = sm.log_partition(init.expand(3, -1), trans.expand(3, -1, -1), dur.expand(3, -1, -1), emit, lengths)
+    assert torch.allclose(shared, per, atol=1e-12)
+
+
+@pytest.mark.parametrize("B,T,K,C", [(2, 7, 3, 3), (3, 12, 4, 5), (1, 9, 5, 2)])
+def test_equal_lengths_match_torch_struct(B, T, K, C):
+    init, trans, dur, emit = _factors(B * 100 + T, B, T, K, C)
+    edge = sm.edge_potentials(init, trans, dur, emit)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dist = torch_struct.SemiMarkovCRF(edge.clone(), lengths=torch.full((B,), T + 1))
+        ts_z, ts_marg = dist.partition, dist.marginals
+    m = sm.marginals(init, trans, dur, emit)
+    assert torch.allclose(m.log_z, ts_z.detach(), atol=1e-8)
+    # edge marginals (B, T, K + 1, c2, c1): segment marginals sum out c1, transitions sum out n and k
+    assert torch.allclose(m.emit, ts_marg[:, :, 1:].sum(-1), atol=1e-8)
+    assert torch.allclose(m.trans, ts_marg[:, 1:, 1:].sum((1, 2)).transpose(1, 2), atol=1e-8)
+    # Viterbi equals torch-struct's argmax score
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ts_max = torch_struct.SemiMarkovCRF(edge.clone(), lengths=torch.full((B,), T + 1)).max
+    assert torch.allclose(sm.viterbi(init, trans, dur, emit)[0], ts_max.detach(), atol=1e-8)
+
+
+def test_float32_survives_extreme_transitions():
+    """Transitions of e^-200 must not underflow to -inf (they are forced here by the emissions)."""
+    B, T, K, C = 1, 4, 2, 2
+    init = torch.tensor([0.0, -300.0])
+    trans = torch.tensor([[-200.0, -300.0], [-300.0, -300.0]])  # 0 -> 0 is the only likely move, and it's e^-200
+    dur = torch.zeros(C, K)
+    emit = torch.zeros(B, T, K, C)
+    got = sm.log_partition(init, trans, dur, emit)
+    ref = sm.log_partition(init.double(), trans.double(), dur.double(), emit.double())
+    brute = torch.logsumexp(torch.stack([s for s, _ in enumerate_paths(
+        init.double(), trans.double(), dur.double(), emit[0].double(), T)]), 0)
+    assert torch.isfinite(got).all()
+    assert float(got) == pytest.approx(float(brute), rel=1e-6)
+    assert float(ref) == pytest.approx(float(brute), rel=1e-12)
+    init.requires_grad_(True)
+    sm.log_partition(init, trans, dur, emit).sum().backward()
+    assert torch.isfinite(init.grad).all()
+
+
+def test_neg_potentials_give_finite_gradients():
+    init, trans, dur, emit = _factors(3, 2, 6, 3, 3, dtype=torch.float32)
+    emit = emit.clone()
+    emit[:, :, 1:] = sm.NEG  # only unit segments allowed
+    emit.requires_grad_(True)
+    lz = sm.log_partition(init, trans, dur, emit, torch.tensor([6, 3]))
+    lz.sum().backward()
+    assert torch.isfinite(emit.grad).all()
+    # only unit segments: an HMM; each position is in exactly one segment
+    m = sm.marginals(init, trans, dur, emit.detach(), torch.tensor([6, 3]))
+    assert torch.allclose(m.num_segments, torch.tensor([6.0, 3.0]), atol=1e-4)
+
+
+def test_lengths_out_of_range_raise():
+    init, trans, dur, emit = _factors(0, 1, 3, 2, 2)
+    with pytest.raises(ValueError):
+        sm.log_partition(init, trans, dur, emit, torch.tensor([4]))
