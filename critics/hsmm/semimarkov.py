@@ -65,17 +65,21 @@ def _segment_end_scores(emit: torch.Tensor, dur: torch.Tensor) -> torch.Tensor:
     return S + dur_b.transpose(1, 2).unsqueeze(1)
 
 
-def _logmatmulexp(alpha: torch.Tensor, trans: torch.Tensor, stable: bool) -> torch.Tensor:
-    """``out[b, j] = logsumexp_i alpha[b, i] + trans[(b,) i, j]`` without a ``B x C x C`` tensor."""
-    dtype = alpha.dtype
-    a = alpha.double() if stable else alpha
+def _exp_trans(trans: torch.Tensor, stable: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(exp(trans - colmax), colmax)``, computed once per forward pass (not per step)."""
     t = trans.double() if stable else trans
-    m = a.amax(-1, keepdim=True).detach()
     mt = t.amax(-2, keepdim=True).detach()  # per destination column
-    prod = torch.matmul((a - m).exp().unsqueeze(-2), (t - mt).exp()).squeeze(-2)
+    return (t - mt).exp(), mt.squeeze(-2)
+
+
+def _logmatmulexp(alpha: torch.Tensor, exp_trans: torch.Tensor, col_max: torch.Tensor) -> torch.Tensor:
+    """``out[b, j] = logsumexp_i alpha[b, i] + trans[(b,) i, j]`` without a ``B x C x C`` tensor."""
+    a = alpha.to(exp_trans.dtype)
+    m = a.amax(-1, keepdim=True).detach()
+    prod = torch.matmul((a - m).exp().unsqueeze(-2), exp_trans).squeeze(-2)
     tiny = torch.finfo(prod.dtype).tiny
-    out = prod.clamp_min(tiny).log() + m + mt.squeeze(-2)
-    return out.to(dtype)
+    out = prod.clamp_min(tiny).log() + m + col_max
+    return out.to(alpha.dtype)
 
 
 def log_partition(
@@ -94,6 +98,7 @@ def log_partition(
     if int(lengths.min()) < 1 or int(lengths.max()) > T:
         raise ValueError(f"lengths must lie in 1..{T}")
     S = _segment_end_scores(emit, dur)
+    exp_trans, col_max = _exp_trans(trans, stable)
     beta0 = _batched(init, B, 1)
     neg = emit.new_full((B, C), NEG)
     window = [neg] * (K - 1) + [beta0]  # window[-1 - k] = beta_{t - 1 - k}
@@ -104,7 +109,7 @@ def log_partition(
         alpha = torch.logsumexp(stacked + S_t[t], dim=1)  # alpha_{t+1}: segments ending at t + 1
         alphas.append(alpha)
         if t + 1 < T:
-            window = window[1:] + [_logmatmulexp(alpha, trans, stable)]
+            window = window[1:] + [_logmatmulexp(alpha, exp_trans, col_max)]
     alpha_all = torch.stack(alphas, dim=1)  # (B, T, C)
     final = alpha_all[torch.arange(B, device=emit.device), lengths - 1]
     return torch.logsumexp(final, dim=-1)

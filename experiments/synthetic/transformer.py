@@ -192,7 +192,7 @@ def train_transformer(
             opt.step()
             state["step"] += 1
             n_tok = int((tgt >= 0).sum())
-            total += float(loss) * n_tok
+            total += float(loss.detach()) * n_tok
             count += n_tok
         state["epoch"] += 1
         state["history"].append({"epoch": state["epoch"], "train_ppl": math.exp(total / max(count, 1))})
