@@ -209,6 +209,9 @@ def train_hsmm(
         if restored is not None:
             state = restored["state"]
     phases = [("pretrain", cfg.pretrain_epochs, cfg.pretrain_lr, [model.emit_logits]), ("train", cfg.epochs, None, list(model.parameters()))]
+    done = sum(p[1] for p in phases[: state["phase"]]) + (state["epoch"] if state["phase"] < len(phases) else 0)
+    for _ in range(done):  # replay the shuffles of finished epochs, so a resumed run equals an uninterrupted one
+        rng.permutation(len(train_lengths))
     for phase_i, (name, n_epochs, lr, params) in enumerate(phases):
         if phase_i < state["phase"]:
             continue
@@ -239,9 +242,9 @@ def train_hsmm(
             v = evaluate(model, valid_ids[:nv], valid_lengths[:nv], 64, device)
             ppl = math.exp(-v / float(valid_lengths[:nv].sum()))
             state["history"].append({"phase": name, "epoch": state["epoch"], "valid_ppl": ppl, "lr": opt.param_groups[0]["lr"]})
-            log(f"hsmm {name} epoch {state['epoch']}/{n_epochs}: valid word PPL {ppl:.4f}")
             if checkpoint is not None:
                 checkpoint.save(model, {"state": state, "optimizer": opt.state_dict()})
+            log(f"hsmm {name} epoch {state['epoch']}/{n_epochs}: valid word PPL {ppl:.4f}")
         state["phase"], state["epoch"] = phase_i + 1, 0
         if checkpoint is not None:
             checkpoint.save(model, {"state": state})

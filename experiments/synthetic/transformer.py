@@ -196,8 +196,8 @@ def train_transformer(
             count += n_tok
         state["epoch"] += 1
         state["history"].append({"epoch": state["epoch"], "train_ppl": math.exp(total / max(count, 1))})
-        log(f"transformer epoch {state['epoch']}/{cfg.epochs}: train PPL {state['history'][-1]['train_ppl']:.4f}")
         if checkpoint is not None:
             checkpoint.save(model, {"state": state, "optimizer": opt.state_dict()})
+        log(f"transformer epoch {state['epoch']}/{cfg.epochs}: train PPL {state['history'][-1]['train_ppl']:.4f}")
     model.eval()
     return state
