@@ -183,7 +183,7 @@ class HSMMCritic(Critic):
 
     def _cached_posterior(self, docs: Sequence[Document]) -> SemiMarkovPosterior:
         # score() asks for latent_nll and latent_steps of the same batch: project it once
-        key = tuple(id(d) for d in docs)
+        key = tuple((d.id, tuple(doc_tokens(d))) for d in docs)
         last = getattr(self, "_last_posterior", None)
         if last is None or last[0] != key:
             self._last_posterior = (key, self.posterior(docs))

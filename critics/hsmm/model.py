@@ -100,14 +100,23 @@ class HSMMLM(nn.Module):
         stop_count: int,
         max_segments: int,
         generator: torch.Generator | None = None,
+        batch_size: int = 256,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Ancestral samples, vectorised over samples (loop over segments).
+        """Ancestral samples, vectorised over ``batch_size`` samples at a time (loop over segments).
 
         The HSMM has no end state, so each sample is generated segment by segment
         until it holds ``stop_count`` copies of ``stop_token`` and is cut right
         after the last one (or after ``max_segments`` segments).
         Returns padded ``(tokens (n, T), lengths (n,))``.
         """
+        parts = [self._sample_batch(min(batch_size, n - a), stop_token, stop_count, max_segments, generator)
+                 for a in range(0, n, batch_size)]
+        T = max((p[0].shape[1] for p in parts), default=0)
+        tokens = np.concatenate([np.pad(t, ((0, 0), (0, T - t.shape[1])), constant_values=-1) for t, _ in parts]) if parts else np.zeros((0, 0), np.int64)
+        lengths = np.concatenate([ln for _, ln in parts]) if parts else np.zeros(0, np.int64)
+        return tokens, lengths
+
+    def _sample_batch(self, n, stop_token, stop_count, max_segments, generator):
         dev = self.trans_logits.device
         init, trans, dur, emit = self.log_init(), self.log_trans(), self.log_dur(), self.log_emit()
         ngram_tok = torch.as_tensor(self.vocab.tokens, device=dev)

@@ -1,6 +1,6 @@
 """Benchmark: semi-Markov log-partition plus marginals, ours vs torch-struct.
 
-    python -m experiments.benchmarks.hsmm_forward [--sizes 16,64,256,800] [--mem-gb 16] [--device cpu]
+    python -m experiments.benchmarks.hsmm_forward [--sizes 16,64,256,800] [--mem-gb 10] [--device cpu]
 
 For ``B = 8, T = 400, K = 12`` (segment lengths 1..12) and each ``C``, times
 :func:`critics.hsmm.semimarkov.log_partition` forward and forward + backward
@@ -120,7 +120,7 @@ def main(argv=None) -> dict:
     ap.add_argument("-B", type=int, default=8)
     ap.add_argument("-T", type=int, default=400)
     ap.add_argument("-K", type=int, default=12, help="longest segment")
-    ap.add_argument("--mem-gb", type=float, default=16.0, help="address-space limit per measurement (CPU)")
+    ap.add_argument("--mem-gb", type=float, default=10.0, help="address-space limit per measurement (CPU)")
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1)
