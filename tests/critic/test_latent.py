@@ -48,14 +48,19 @@ def test_markov_log_prob_matches_hand_sum_with_padding():
     torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
 
 
-def test_markov_chain_normalises_over_sequences():
+def test_markov_chain_mass_per_length_matches_matrix_power():
+    """Sum of P(z) over all sequences of length n, by enumeration, equals pi^T A^(n-1) f."""
     chain = random_chain(3, 1)
+    pi, A, f = chain.initial.exp(), chain.transition.exp(), chain.final.exp()
     total = 0.0
-    for length in range(1, 12):
-        for seq in itertools.product(range(3), repeat=length):
-            total += math.exp(brute_log_prob(chain, list(seq)))
-    # the remaining mass is that of sequences longer than 11 steps: small but positive
-    assert 0.9 < total <= 1.0 + 1e-12
+    for length in range(1, 8):
+        mass = sum(math.exp(brute_log_prob(chain, list(seq))) for seq in itertools.product(range(3), repeat=length))
+        closed = (pi @ torch.linalg.matrix_power(A, length - 1) @ f).item()
+        assert mass == pytest.approx(closed, rel=1e-10)
+        total += mass
+    # and the masses of all lengths sum to one: pi^T (I - A)^-1 f = 1
+    assert (pi @ torch.linalg.solve(torch.eye(3, dtype=torch.float64) - A, f)).item() == pytest.approx(1.0, abs=1e-12)
+    assert total < 1.0
 
 
 @given(st.integers(0, 10_000), st.integers(1, 4), st.integers(2, 4))
