@@ -155,13 +155,14 @@ def main(argv=None) -> dict:
         row = {"C": C, "B": B, "T": T, "K": K, "ours": ours}
         ts, ts_B, ts_T = None, B, T
         for ts_B in dict.fromkeys((B, 1)):  # halve T at the full batch, then at B = 1
-            ts_T = T
-            while ts_T >= args.min_T:
+            probes = [T >> i for i in range(T.bit_length()) if T >> i >= args.min_T]
+            if probes[-1] != args.min_T:
+                probes.append(args.min_T)  # halving may step over the smallest size
+            for ts_T in probes:
                 ts = _measure("torch_struct", ts_B, ts_T, K, C, args)
                 if ts["ok"]:
                     break
                 row.setdefault("torch_struct_failures", []).append({"B": ts_B, "T": ts_T, "why": ts["why"]})
-                ts_T //= 2
             if ts is not None and ts["ok"]:
                 break
         if ts is not None and ts["ok"]:
