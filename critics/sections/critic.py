@@ -131,8 +131,9 @@ class SectionTransitionCritic(Critic):
 
     def fit(self, docs: Sequence[Document], *, validation: Sequence[Document] | None = None
             ) -> "SectionTransitionCritic":
-        usable = [d for d in docs if self.check(d) is None]
-        bad = {d.id: self.check(d) for d in docs if self.check(d) is not None}
+        reasons = {d.id: self.check(d) for d in docs}
+        bad = {k: v for k, v in reasons.items() if v is not None}
+        usable = [d for d in docs if reasons[d.id] is None]
         if bad:
             first = next(iter(bad.items()))
             raise ValueError(f"{len(bad)} training document(s) cannot be used, e.g. {first[0]!r}: {first[1]}")

@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 from critics.hsmm import semimarkov as sm
 from hsmm_brute import brute_marginals, enumerate_paths
 
-torch_struct = pytest.importorskip("torch_struct")
+import torch_struct  # noqa: E402  (the hsmm extra; a missing install is a failure, not a skip)
 
 
 def _factors(seed, B, T, K, C, scale=1.0, dtype=torch.float64):
