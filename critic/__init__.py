@@ -3,18 +3,19 @@
 Deng, Kuleshov and Rush (2022), *Model Criticism for Long-Form Text Generation*.
 """
 
-from .critic import Critic, NotFittedError, Scores, resolve_device
-from .criticism import CriticismResult, SetResult, criticize
+from .critic import Critic, CriticLoadError, NotFittedError, Projection, Scores, resolve_device
+from .criticism import criticize
+from .results import CriticismResult, SetResult
 from .document import Document, DocumentError, Section, read_jsonl, write_jsonl
-from .latent import cross_entropy, monte_carlo_cross_entropy, register_cross_entropy
+from .latent import Prior, cross_entropy, monte_carlo_cross_entropy, register_cross_entropy
 from .registry import get_critic, get_metric, list_critics, list_metrics, register_critic, register_metric
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Critic", "NotFittedError", "Scores", "resolve_device",
+    "Critic", "CriticLoadError", "NotFittedError", "Projection", "Scores", "resolve_device",
     "CriticismResult", "SetResult", "criticize",
     "Document", "DocumentError", "Section", "read_jsonl", "write_jsonl",
-    "cross_entropy", "monte_carlo_cross_entropy", "register_cross_entropy",
+    "Prior", "cross_entropy", "monte_carlo_cross_entropy", "register_cross_entropy",
     "get_critic", "get_metric", "list_critics", "list_metrics", "register_critic", "register_metric",
 ]

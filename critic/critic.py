@@ -1,45 +1,72 @@
-"""The :class:`Critic` base class: a prior ``P_c(z)`` and a posterior ``P_c(z|x)``.
+"""The :class:`Critic` base class: a prior ``P_c(z)`` and a posterior projection ``P_c(z|x)``.
 
 A critic is fitted on real text, then projects and scores any text.  A
-subclass implements :meth:`Critic.fit`, :meth:`Critic.posterior`,
-:meth:`Critic.prior` and :meth:`Critic.latent_steps`; the Latent NLL
+subclass implements
+
+- :meth:`Critic.fit` -- learn the prior (and projector) from real documents;
+- :meth:`Critic.project` -- ONE call per batch: the batched posterior
+  ``P_c(z|x)``, the latent steps ``M(x)``, the documents that failed during
+  projection (with why) and per-document extras (a :class:`Projection`);
+- :meth:`Critic.prior` -- ``P_c(z)``: a torch ``Distribution`` or anything
+  with ``log_prob`` (:class:`critic.latent.Prior`);
+- ``_get_state`` / ``_set_state`` and, for critics that keep files of their
+  own (a KenLM binary, a gensim model), ``_save_files`` / ``_load_files``;
+- ``_move(device)`` when it holds tensors or modules.
+
+The Latent NLL
 
     T_c(x) = -E_{z ~ P_c(z|x)} log P_c(z) = H(P_c(z|x), P_c(z))
 
-comes for free from :func:`critic.latent.cross_entropy` (exact where a formula
-is registered, Monte Carlo with ``mc_samples`` samples otherwise).
+comes from :func:`critic.latent.cross_entropy` (exact where a formula is
+registered) or else from :func:`critic.latent.monte_carlo_cross_entropy` with
+``mc_samples`` samples, whose per-document standard error travels with it.
 
 Conventions follow scikit-learn: ``__init__`` only stores settings, ``fit``
-returns ``self``, learned state ends in ``_``.
+returns ``self``, learned state ends in ``_``.  The device is a runtime
+choice (:meth:`Critic.to`), never a setting and never saved.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import math
+import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import torch
-from torch.distributions import Distribution
 
 from .document import Document
-from .latent import cross_entropy, monte_carlo_cross_entropy
+from .io import atomic_directory, atomic_write_text, sha256_bytes, sha256_file
+from .latent import Prior, cross_entropy, monte_carlo_cross_entropy
 
-__all__ = ["Critic", "Scores", "NotFittedError", "resolve_device", "FORMAT_VERSION"]
+__all__ = ["Critic", "Projection", "LatentNLL", "Scores", "NotFittedError", "CriticLoadError",
+           "resolve_device", "FORMAT_VERSION"]
 
-FORMAT_VERSION = 1
-"""Version of the on-disk format written by :meth:`Critic.save`."""
+FORMAT_VERSION = 2
+"""Version of the on-disk format written by :meth:`Critic.save` (2: state hash, own files, no device)."""
+
+_DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
 
 class NotFittedError(RuntimeError):
     """Raised when a critic is used before :meth:`Critic.fit`."""
 
 
+class CriticLoadError(ValueError):
+    """A saved critic that cannot be loaded: the message names the path and what is wrong."""
+
+
 def resolve_device(device: str | torch.device) -> torch.device:
-    """The torch device named; CUDA only when asked, and an error, never a fallback, if absent."""
+    """The torch device named: ``cpu`` or ``cuda[:i]``; an error, never a fallback, if absent."""
+    if isinstance(device, torch.device):
+        device = str(device)
+    if not isinstance(device, str) or not _DEVICE.match(device):
+        raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {device!r}")
     dev = torch.device(device)
     if dev.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -51,14 +78,49 @@ def resolve_device(device: str | torch.device) -> torch.device:
 
 
 @dataclass
+class Projection:
+    """One batch of documents projected into a critic's latent space.
+
+    ``doc_ids`` are the documents that projected, in input order (``B`` of
+    them); ``posterior`` is their batched ``P_c(z|x)`` (batch shape ``(B,)``),
+    ``latent_steps`` their ``M(x)`` (shape ``(B,)``).  Every document of the
+    batch is either in ``doc_ids`` or in ``failures`` (id -> why it could not
+    be projected).  ``extras`` maps a name to ``B`` per-document values that
+    reports and plots may use (MAP latents, topic weights); ``unknown`` counts,
+    per projected document, latent values mapped to an unknown state.
+    """
+
+    doc_ids: list[str]
+    posterior: Any
+    latent_steps: torch.Tensor
+    failures: dict[str, str] = field(default_factory=dict)
+    extras: dict[str, Sequence[Any]] = field(default_factory=dict)
+    unknown: dict[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.doc_ids)
+
+
+@dataclass
+class LatentNLL:
+    """``T(x)`` of a projection: values ``(B,)`` float64, the Monte-Carlo standard
+    error ``(B,)`` (``None`` when exact) and how it was computed."""
+
+    value: torch.Tensor
+    stderr: torch.Tensor | None
+    estimator: str
+
+
+@dataclass
 class Scores:
     """Per-document Latent NLL ``T(x)`` and latent steps ``M(x)`` of one set.
 
-    ``doc_ids``, ``latent_nll`` and ``latent_steps`` cover the projected
-    documents, in input order.  ``skipped`` maps each document that could not
-    be projected to the reason; ``unknown`` counts latent values outside the
-    critic's known vocabulary per projected document (mapped to an explicit
-    unknown state, never dropped).
+    ``doc_ids``, ``latent_nll``, ``latent_steps`` (and ``latent_nll_stderr``
+    when Monte Carlo) cover the projected documents, in input order;
+    ``extras`` holds the projections' per-document extras, aligned with them.
+    ``skipped`` maps each document that could not be scored to the reason
+    (from :meth:`Critic.check`, from projection, or a non-finite ``T(x)``);
+    ``unknown`` counts latent values mapped to an unknown state per document.
     """
 
     doc_ids: list[str]
@@ -67,6 +129,8 @@ class Scores:
     skipped: dict[str, str] = field(default_factory=dict)
     unknown: dict[str, int] = field(default_factory=dict)
     estimator: str = "exact"
+    latent_nll_stderr: np.ndarray | None = None
+    extras: dict[str, list[Any]] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
@@ -77,11 +141,31 @@ class Scores:
         return int(sum(self.unknown.values()))
 
 
+def _tensor_bytes(t: torch.Tensor) -> bytes:
+    flat = t.detach().cpu().contiguous().reshape(-1)
+    return flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+
+
+def _state_digest(meta: dict[str, Any], tensors: dict[str, torch.Tensor], files: dict[str, str]) -> str:
+    """SHA-256 of what defines a fitted critic: name, params, state, tensors and own files."""
+    head = json.dumps({k: meta[k] for k in ("critic", "params", "state")}, sort_keys=True,
+                      ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    parts = [head.encode("utf-8")]
+    for name in sorted(tensors):
+        t = tensors[name]
+        parts.append(f"\0{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
+        parts.append(_tensor_bytes(t))
+    for name in sorted(files):
+        parts.append(f"\0file\0{name}\0{files[name]}".encode())
+    return sha256_bytes(b"".join(parts))
+
+
 class Critic:
     """Base class of all critics.  See the module docstring for the contract.
 
-    Class attributes a subclass sets: ``name`` (registry name) and, when its
-    posterior/prior pair has no exact cross-entropy, ``mc_samples``.
+    Class attributes a subclass may set: ``name`` (registry name, set by
+    :func:`critic.registry.register_critic`), ``mc_samples`` (samples of the
+    Monte-Carlo fallback) and ``batch_size`` (documents per :meth:`project`).
     """
 
     name: str = "critic"
@@ -92,25 +176,17 @@ class Critic:
     def fit(self, docs: Sequence[Document], *, validation: Sequence[Document] | None = None) -> "Critic":
         raise NotImplementedError
 
-    def posterior(self, docs: Sequence[Document]) -> Distribution:
-        """Batched ``P_c(z|x)`` for ``docs`` (batch shape ``(len(docs),)``)."""
+    def project(self, docs: Sequence[Document]) -> Projection:
+        """Project a batch: posterior, ``M(x)``, failures and extras (see :class:`Projection`)."""
         raise NotImplementedError
 
-    def prior(self) -> Distribution:
-        """``P_c(z)``."""
-        raise NotImplementedError
-
-    def latent_steps(self, docs: Sequence[Document]) -> torch.Tensor:
-        """``M(x)`` per document, shape ``(B,)``: latent steps scored in the Latent PPL."""
+    def prior(self) -> Prior:
+        """``P_c(z)``: a torch ``Distribution`` or any :class:`~critic.latent.Prior`."""
         raise NotImplementedError
 
     def check(self, doc: Document) -> str | None:
-        """Why ``doc`` cannot be projected (``None`` when it can).  Default: always can."""
+        """Why ``doc`` cannot be projected (``None`` when it can): a cheap test before projection."""
         return None
-
-    def unknown_count(self, doc: Document) -> int:
-        """How many latent values of ``doc`` fall outside the known vocabulary (default 0)."""
-        return 0
 
     def _get_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Learned state as (JSON-able dict, named tensors), for :meth:`save`."""
@@ -119,29 +195,59 @@ class Critic:
     def _set_state(self, state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
         raise NotImplementedError
 
-    # -------------------------------------------------------------- provided
-    def latent_nll(self, docs: Sequence[Document]) -> torch.Tensor:
-        """``T_c(x)`` per document, shape ``(B,)`` float64: ``H(P_c(z|x), P_c(z))``."""
-        q, p = self.posterior(docs), self.prior()
-        try:
-            value = cross_entropy(q, p).to(torch.float64)
-            self._estimator = "exact"
-        except NotImplementedError:
-            value, _ = monte_carlo_cross_entropy(q, p, num_samples=self.mc_samples)
-            self._estimator = f"monte carlo ({self.mc_samples} samples)"
-        return value
+    def _save_files(self, directory: Path) -> None:
+        """Write the critic's own files (a KenLM binary, a gensim model) into ``directory``."""
 
+    def _load_files(self, directory: Path) -> None:
+        """Read back what :meth:`_save_files` wrote (``directory`` is the save directory)."""
+
+    def _move(self, device: torch.device) -> None:
+        """Move fitted tensors and modules to ``device`` (called by :meth:`to` once fitted)."""
+
+    # -------------------------------------------------------------- device
     @property
-    def estimator(self) -> str:
-        """How the last :meth:`latent_nll` was computed: ``"exact"`` or ``"monte carlo (S samples)"``.
+    def device(self) -> torch.device:
+        """Where the critic computes: a runtime choice, ``cpu`` unless :meth:`to` said otherwise."""
+        return getattr(self, "_device", torch.device("cpu"))
 
-        Subclasses that override :meth:`latent_nll` set ``self._estimator`` themselves.
+    def to(self, device: str | torch.device) -> "Critic":
+        """Compute on ``device`` (``cpu`` or ``cuda[:i]``; absent devices are an error); returns self."""
+        dev = resolve_device(device)
+        self._device = dev
+        if self.is_fitted:
+            self._move(dev)
+        return self
+
+    # -------------------------------------------------------------- scoring
+    def latent_nll(self, projection: Projection, *, seed: int = 0) -> LatentNLL:
+        """``T_c(x) = H(P_c(z|x), P_c(z))`` per projected document.
+
+        Exact through the cross-entropy registry where a formula is known for
+        the (posterior, prior) pair, else Monte Carlo with ``mc_samples``
+        samples (seeded) and its standard error.
         """
-        return getattr(self, "_estimator", "exact")
+        q, p = projection.posterior, self.prior()
+        try:
+            value = cross_entropy(q, p)
+            return LatentNLL(value.detach().to(torch.float64).cpu(), None, "exact")
+        except NotImplementedError:
+            value, stderr = monte_carlo_cross_entropy(q, p, num_samples=self.mc_samples, seed=seed)
+            return LatentNLL(value.detach().to(torch.float64).cpu(), stderr.detach().to(torch.float64).cpu(),
+                             f"monte carlo ({self.mc_samples} samples)")
 
-    def score(self, docs: Sequence[Document], *, progress: bool = False) -> Scores:
-        """Project every document it can; count and give the reason for the others."""
+    def score(self, docs: Sequence[Document], *, progress: bool = False, seed: int = 0) -> Scores:
+        """Project and score every document it can; count and give the reason for the others.
+
+        Documents are checked (:meth:`check`), projected in batches of
+        ``batch_size`` (one :meth:`project` call each), and ``T(x)`` computed
+        per batch.  A non-finite ``T(x)`` or ``M(x)`` is a counted skip with
+        its reason, never a reported number.
+        """
         self._require_fitted()
+        ids = [d.id for d in docs]
+        if len(set(ids)) != len(ids):
+            dup = next(i for i in ids if ids.count(i) > 1)
+            raise ValueError(f"document id {dup!r} occurs more than once in the set: ids must be unique")
         kept: list[Document] = []
         skipped: dict[str, str] = {}
         for doc in docs:
@@ -150,27 +256,69 @@ class Critic:
                 kept.append(doc)
             else:
                 skipped[doc.id] = reason
-        nll, steps = [], []
-        batches = range(0, len(kept), self.batch_size)
+        parts: list[tuple[list[str], np.ndarray, np.ndarray, np.ndarray | None, dict]] = []
+        unknown: dict[str, int] = {}
+        estimator = "exact"
+        starts = range(0, len(kept), self.batch_size)
         if progress:
             from tqdm.auto import tqdm
 
-            batches = tqdm(batches, desc=f"{self.name}: scoring", unit="batch")
-        with torch.no_grad():
-            for start in batches:
-                chunk = kept[start:start + self.batch_size]
-                nll.append(self.latent_nll(chunk).detach().cpu().numpy().astype(np.float64))
-                steps.append(self.latent_steps(chunk).detach().cpu().numpy().astype(np.float64))
-        unknown = {d.id: c for d in kept if (c := self.unknown_count(d))}
+            starts = tqdm(starts, desc=f"{self.name}: scoring", unit="batch")
+        for k, start in enumerate(starts):
+            chunk = kept[start:start + self.batch_size]
+            projection = self.project(chunk)
+            self._validate_projection(projection, chunk)
+            skipped.update(projection.failures)
+            unknown.update({i: c for i, c in projection.unknown.items() if c})
+            if not len(projection):
+                continue
+            nll = self.latent_nll(projection, seed=seed + k)
+            estimator = nll.estimator
+            t = nll.value.numpy()
+            m = projection.latent_steps.detach().to(torch.float64).cpu().numpy()
+            se = None if nll.stderr is None else nll.stderr.numpy()
+            good = np.isfinite(t) & np.isfinite(m) & (m > 0)
+            for i in np.flatnonzero(~good):
+                skipped[projection.doc_ids[i]] = _bad_number_reason(float(t[i]), float(m[i]))
+            extras = {name: [v for v, g in zip(values, good) if g] for name, values in projection.extras.items()}
+            parts.append(([d for d, g in zip(projection.doc_ids, good) if g], t[good], m[good],
+                          None if se is None else se[good], extras))
+        order = {d.id: i for i, d in enumerate(docs)}
+        skipped = dict(sorted(skipped.items(), key=lambda kv: order[kv[0]]))
+        unknown = {i: c for i, c in unknown.items() if i not in skipped}
+        doc_ids = [i for p in parts for i in p[0]]
+        extras_names = sorted({name for p in parts for name in p[4]})
         return Scores(
-            doc_ids=[d.id for d in kept],
-            latent_nll=np.concatenate(nll) if nll else np.zeros(0),
-            latent_steps=np.concatenate(steps) if steps else np.zeros(0),
+            doc_ids=doc_ids,
+            latent_nll=np.concatenate([p[1] for p in parts]) if parts else np.zeros(0),
+            latent_steps=np.concatenate([p[2] for p in parts]) if parts else np.zeros(0),
             skipped=skipped,
             unknown=unknown,
-            estimator=self.estimator,
+            estimator=estimator,
+            latent_nll_stderr=(np.concatenate([p[3] for p in parts])
+                               if parts and all(p[3] is not None for p in parts) else None),
+            extras={name: [v for p in parts for v in p[4].get(name, [None] * len(p[0]))] for name in extras_names},
         )
 
+    def _validate_projection(self, projection: Projection, chunk: Sequence[Document]) -> None:
+        """A projection must account for every document of its batch, once."""
+        where = f"{type(self).__name__}.project"
+        asked = [d.id for d in chunk]
+        projected, failed = list(projection.doc_ids), set(projection.failures)
+        if sorted(projected + list(failed)) != sorted(asked):
+            lost = sorted(set(asked) - set(projected) - failed)
+            raise RuntimeError(f"{where} must return every document either projected or in failures, once "
+                               f"(lost: {lost[:3]}, unexpected or repeated: "
+                               f"{sorted(set(projected) | failed - set(asked))[:3] or 'some'})")
+        b = len(projected)
+        if tuple(projection.latent_steps.shape) != (b,):
+            raise RuntimeError(f"{where}: latent_steps has shape {tuple(projection.latent_steps.shape)}, "
+                               f"expected ({b},)")
+        for name, values in projection.extras.items():
+            if len(values) != b:
+                raise RuntimeError(f"{where}: extras[{name!r}] has {len(values)} values for {b} documents")
+
+    # -------------------------------------------------------------- settings and state
     def get_params(self) -> dict[str, Any]:
         """Settings given to ``__init__`` (scikit-learn style)."""
         sig = inspect.signature(type(self).__init__)
@@ -184,44 +332,159 @@ class Critic:
         if not self.is_fitted:
             raise NotFittedError(f"{type(self).__name__} is not fitted: call fit() first")
 
-    def save(self, path: str | Path) -> Path:
-        """Write ``path/critic.json`` (settings, state, format version) and ``path/tensors.pt``.
+    def _meta(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        state, tensors = self._get_state()
+        meta = {"format_version": FORMAT_VERSION, "critic": self.name, "params": _jsonable(self.get_params()),
+                "state": state, "tensors": sorted(tensors)}
+        try:
+            json.dumps(meta, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{type(self).__name__}: settings or state cannot be saved as JSON ({exc})") from None
+        return meta, {k: v.detach().cpu() for k, v in tensors.items()}
 
-        Tensors are stored as a plain ``name -> tensor`` mapping and read back
-        with ``torch.load(weights_only=True)``: no pickled module paths.
+    def state_sha256(self) -> str:
+        """SHA-256 of the fitted state (name, params, state, tensors, own files), as in ``critic.json``."""
+        self._require_fitted()
+        meta, tensors = self._meta()
+        with tempfile.TemporaryDirectory() as tmp:
+            self._save_files(Path(tmp))
+            files = _hash_files(Path(tmp))
+        return _state_digest(meta, tensors, files)
+
+    # -------------------------------------------------------------- persistence
+    def save(self, path: str | Path) -> Path:
+        """Write the critic to the directory ``path``, atomically (complete or absent).
+
+        ``critic.json`` holds the format version, the critic's name, settings,
+        JSON state, the names of its tensors, the hashes of its own files and
+        ``state_sha256`` over all of these; ``tensors.pt`` is a plain
+        ``name -> tensor`` mapping read back with ``weights_only=True`` (no
+        pickled code); the critic's own files sit beside them.
         """
         self._require_fitted()
         path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        state, tensors = self._get_state()
-        meta = {
-            "format_version": FORMAT_VERSION,
-            "critic": self.name,
-            "params": self.get_params(),
-            "state": state,
-            "tensors": sorted(tensors),
-        }
-        torch.save({k: v.detach().cpu() for k, v in tensors.items()}, path / "tensors.pt")
-        (path / "critic.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False), encoding="utf-8")
+        meta, tensors = self._meta()
+        with atomic_directory(path) as tmp:
+            self._save_files(tmp)
+            files = _hash_files(tmp)
+            meta["files"] = files
+            meta["state_sha256"] = _state_digest(meta, tensors, files)
+            torch.save(tensors, tmp / "tensors.pt")
+            atomic_write_text(tmp / "critic.json", json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "Critic":
-        """Load a critic saved by :meth:`save`; dispatches on the registered name."""
+    def load(cls, path: str | Path, *, device: str | torch.device = "cpu") -> "Critic":
+        """Load a critic saved by :meth:`save` onto ``device``; dispatches on the saved name.
+
+        Every way a save can be damaged or foreign -- missing, truncated or
+        empty files, bad JSON, wrong types, a relabelled kind, edited state --
+        raises :class:`CriticLoadError` naming the path and what is wrong.
+        """
         from .registry import get_critic
 
         path = Path(path)
-        meta_file = path / "critic.json"
-        if not meta_file.exists():
-            raise FileNotFoundError(f"{path}: not a saved critic (no critic.json)")
-        meta = json.loads(meta_file.read_text(encoding="utf-8"))
-        version = meta.get("format_version")
-        if version != FORMAT_VERSION:
-            raise ValueError(f"{path}: critic format version {version!r}, this code reads {FORMAT_VERSION}")
-        klass = get_critic(meta["critic"])
+        meta = _read_meta(path)
+        try:
+            klass = get_critic(meta["critic"])
+        except KeyError as exc:
+            raise CriticLoadError(f"{path}: {exc.args[0]}") from None
         if cls is not Critic and not issubclass(klass, cls):
-            raise TypeError(f"{path} holds a {meta['critic']!r} critic, not a {cls.__name__}")
-        tensors = torch.load(path / "tensors.pt", weights_only=True) if (path / "tensors.pt").exists() else {}
-        critic = klass(**meta["params"])
-        critic._set_state(meta["state"], tensors)
-        return critic
+            raise CriticLoadError(f"{path} holds a {meta['critic']!r} critic, not a {cls.__name__}")
+        tensors = _read_tensors(path, meta["tensors"])
+        files = _hash_files(path)
+        if files != meta["files"]:
+            missing = sorted(set(meta["files"]) - set(files))
+            raise CriticLoadError(f"{path}: the critic's own files differ from those saved"
+                                  + (f" (missing: {', '.join(missing)})" if missing else " (changed)"))
+        digest = _state_digest(meta, tensors, files)
+        if digest != meta["state_sha256"]:
+            raise CriticLoadError(f"{path}: critic.json or tensors.pt was changed after saving "
+                                  f"(state_sha256 is {meta['state_sha256'][:12]}..., contents hash to {digest[:12]}...)")
+        try:
+            critic = klass(**meta["params"])
+        except TypeError as exc:
+            raise CriticLoadError(f"{path}: saved params do not fit {klass.__name__}: {exc}") from None
+        try:
+            critic._set_state(meta["state"], tensors)
+            critic._load_files(path)
+        except Exception as exc:  # any damage a hash cannot see becomes one named error
+            raise CriticLoadError(f"{path}: saved state is not a valid {meta['critic']!r} critic "
+                                  f"({type(exc).__name__}: {exc})") from None
+        return critic.to(device)
+
+
+def _bad_number_reason(t: float, m: float) -> str:
+    if math.isnan(t):
+        return "Latent NLL is NaN (the critic's prior or posterior produced an undefined value)"
+    if math.isinf(t):
+        return "Latent NLL is infinite: the prior gives probability 0 to the projected latent"
+    return f"latent steps M(x) = {m} is not a positive finite number"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    return value
+
+
+def _hash_files(directory: Path) -> dict[str, str]:
+    """``relative path -> sha256`` of a save directory's own files (all but critic.json and tensors.pt)."""
+    out = {}
+    for f in sorted(directory.rglob("*")):
+        rel = f.relative_to(directory).as_posix()
+        if f.is_file() and rel not in ("critic.json", "tensors.pt"):
+            out[rel] = sha256_file(f)
+    return out
+
+
+_META_TYPES = {"format_version": int, "critic": str, "params": dict, "state": dict, "tensors": list,
+               "files": dict, "state_sha256": str}
+
+
+def _read_meta(path: Path) -> dict[str, Any]:
+    meta_file = path / "critic.json"
+    if not path.is_dir():
+        raise CriticLoadError(f"{path}: not a saved critic (no such directory)")
+    if not meta_file.is_file():
+        raise CriticLoadError(f"{path}: not a saved critic (no critic.json)")
+    try:
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise CriticLoadError(f"{meta_file}: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise CriticLoadError(f"{meta_file}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    if not isinstance(meta, dict):
+        raise CriticLoadError(f"{meta_file}: expected a JSON object, got {type(meta).__name__}")
+    version = meta.get("format_version")
+    if version != FORMAT_VERSION:
+        raise CriticLoadError(f"{meta_file}: critic format version {version!r}, this code reads {FORMAT_VERSION} "
+                              "(refit and save the critic)")
+    for key, kind in _META_TYPES.items():
+        if key not in meta:
+            raise CriticLoadError(f"{meta_file}: missing key {key!r}")
+        if not isinstance(meta[key], kind) or isinstance(meta[key], bool):
+            raise CriticLoadError(f"{meta_file}: {key!r} must be a {kind.__name__}, got {type(meta[key]).__name__}")
+    if not all(isinstance(t, str) for t in meta["tensors"]):
+        raise CriticLoadError(f"{meta_file}: 'tensors' must be a list of names")
+    return meta
+
+
+def _read_tensors(path: Path, names: list[str]) -> dict[str, torch.Tensor]:
+    file = path / "tensors.pt"
+    if not file.is_file():
+        raise CriticLoadError(f"{file}: missing (the critic was saved with tensors {names[:5]})")
+    try:
+        tensors = torch.load(file, weights_only=True, map_location="cpu")
+    except Exception as exc:  # EOFError, RuntimeError, UnpicklingError: a damaged file, whichever
+        raise CriticLoadError(f"{file}: cannot be read ({type(exc).__name__}: {exc})") from None
+    if not isinstance(tensors, dict) or not all(
+            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in tensors.items()):
+        raise CriticLoadError(f"{file}: expected a mapping of names to tensors")
+    if sorted(tensors) != sorted(names):
+        raise CriticLoadError(f"{file}: holds tensors {sorted(tensors)[:5]}, critic.json lists {sorted(names)[:5]}")
+    return tensors

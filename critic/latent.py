@@ -13,19 +13,27 @@ samples with its standard error.
 
 Sequence-valued latents (section titles, HSMM states) are padded integer
 tensors of shape ``(..., L)`` with :data:`PAD` (= -1) after each sequence's end.
+
+A prior need not be a torch ``Distribution``: anything that follows the
+:class:`Prior` protocol (``log_prob`` of a batch of latent values; ``sample``
+optional, for Monte Carlo) works, e.g. a KenLM model over ragged string chains.
+Point masses over such values are :class:`ValuePointMass`; their cross-entropy
+under any prior is exact, ``-log p(z)``.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import torch
 from torch.distributions import Distribution, constraints, kl_divergence
 
 __all__ = [
     "PAD",
+    "Prior",
     "PointMass",
+    "ValuePointMass",
     "SequencePointMass",
     "FactorisedCategorical",
     "MarkovChain",
@@ -37,7 +45,22 @@ __all__ = [
 PAD = -1
 """Padding value of sequence latents after each sequence's end."""
 
-_CROSS_ENTROPY: dict[tuple[type, type], Callable[[Distribution, Distribution], torch.Tensor]] = {}
+_CROSS_ENTROPY: dict[tuple[type, type], Callable[[Any, Any], torch.Tensor]] = {}
+
+
+@runtime_checkable
+class Prior(Protocol):
+    """What the core needs of a prior ``P_c(z)``.
+
+    ``log_prob(values)`` takes a batch of latent values (a tensor whose leading
+    dimensions are the batch, or a sequence of Python values) and returns
+    ``log P_c(z)`` per value as a tensor of the batch's shape.  ``sample`` is
+    optional and only needed by posteriors whose cross-entropy is estimated
+    by Monte Carlo from samples of the *posterior* (it is the posterior that
+    samples, not the prior).  Every torch ``Distribution`` is a ``Prior``.
+    """
+
+    def log_prob(self, value: Any) -> torch.Tensor: ...
 
 
 def register_cross_entropy(type_q: type, type_p: type):
@@ -66,17 +89,19 @@ def _lookup(type_q: type, type_p: type):
     return _CROSS_ENTROPY[best]
 
 
-def cross_entropy(q: Distribution, p: Distribution) -> torch.Tensor:
+def cross_entropy(q: Any, p: Prior) -> torch.Tensor:
     """Exact cross-entropy ``H(q, p) = -E_q log p`` with shape ``q.batch_shape``.
 
     Uses a registered formula for ``(type(q), type(p))``; else ``H(q) + KL(q||p)``
-    where torch implements both; else raises :class:`NotImplementedError`
-    (use :func:`monte_carlo_cross_entropy`).
+    where both are torch distributions and torch implements both terms; else
+    raises :class:`NotImplementedError` (use :func:`monte_carlo_cross_entropy`).
     """
     fn = _lookup(type(q), type(p))
     if fn is not None:
         return fn(q, p)
     try:
+        if not (isinstance(q, Distribution) and isinstance(p, Distribution)):
+            raise NotImplementedError
         return q.entropy() + kl_divergence(q, p)
     except NotImplementedError:
         raise NotImplementedError(
@@ -87,12 +112,14 @@ def cross_entropy(q: Distribution, p: Distribution) -> torch.Tensor:
 
 
 def monte_carlo_cross_entropy(
-    q: Distribution, p: Distribution, *, num_samples: int, seed: int = 0
+    q: Any, p: Prior, *, num_samples: int, seed: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Monte-Carlo ``H(q, p) ~= -(1/S) sum_s log p(z_s)``, ``z_s ~ q``.
 
-    Returns ``(estimate, standard_error)``, each of shape ``q.batch_shape``;
-    sampling is seeded and leaves the global RNG untouched.
+    Returns ``(estimate, standard_error)``, each of shape ``q.batch_shape``,
+    with ``standard_error = std_s(log p(z_s)) / sqrt(S)``; sampling is seeded
+    and leaves the global RNG untouched.  ``q`` needs ``sample(sample_shape)``
+    returning the samples stacked along a leading dimension.
     """
     if num_samples < 2:
         raise ValueError("num_samples must be at least 2 to give a standard error")
@@ -152,9 +179,36 @@ class SequencePointMass(PointMass):
         return (self.value != PAD).sum(-1)
 
 
-@register_cross_entropy(PointMass, Distribution)
-def _point_mass_cross_entropy(q: PointMass, p: Distribution) -> torch.Tensor:
-    return -p.log_prob(q.value).to(torch.float64)
+class ValuePointMass:
+    """Point masses at arbitrary latent values, one per document (batch shape ``(B,)``).
+
+    For latents that are not tensors -- ragged sequences of strings such as
+    coreference chains -- scored by a :class:`Prior` whose ``log_prob`` takes a
+    sequence of such values.  ``H(ValuePointMass(z), p) = -log p(z)``, exactly.
+    """
+
+    def __init__(self, values: Sequence[Any]):
+        self.values = list(values)
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        return torch.Size([len(self.values)])
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def entropy(self) -> torch.Tensor:
+        return torch.zeros(len(self.values), dtype=torch.float64)
+
+
+@register_cross_entropy(PointMass, object)
+def _point_mass_cross_entropy(q: PointMass, p: Prior) -> torch.Tensor:
+    return -torch.as_tensor(p.log_prob(q.value)).to(torch.float64)
+
+
+@register_cross_entropy(ValuePointMass, object)
+def _value_point_mass_cross_entropy(q: ValuePointMass, p: Prior) -> torch.Tensor:
+    return -torch.as_tensor(p.log_prob(q.values)).to(torch.float64)
 
 
 # --------------------------------------------------------------------------- factorised posteriors
@@ -240,7 +294,8 @@ class MarkovChain(Distribution):
         z = value.clamp_min(0)
         first = self.initial[z[..., 0]]
         prev, nxt = z[..., :-1], z[..., 1:]
-        steps = self.transition[prev, nxt] * mask[..., 1:]
+        # where, not multiply: a -inf log-probability at a padded step must not give -inf * 0 = NaN
+        steps = torch.where(mask[..., 1:], self.transition[prev, nxt], torch.zeros((), dtype=torch.float64))
         last = z.gather(-1, (lengths - 1).unsqueeze(-1)).squeeze(-1)
         return first + steps.sum(-1) + self.final[last]
 
@@ -272,10 +327,18 @@ def _factorised_markov_cross_entropy(q: FactorisedCategorical, p: MarkovChain) -
     which are independent under q.
     """
     probs = q.probs.to(torch.float64)
-    mask = q.mask.to(torch.float64)
-    start = probs[:, 0] @ p.initial
-    pair = torch.einsum("bli,ij,blj->bl", probs[:, :-1], p.transition, probs[:, 1:])
-    steps = (pair * mask[:, 1:]).sum(-1)
+    mask = q.mask
     last = probs.gather(1, (q.lengths - 1).view(-1, 1, 1).expand(-1, 1, probs.shape[-1])).squeeze(1)
-    end = last @ p.final
+
+    def expected(log_table: torch.Tensor, contract) -> torch.Tensor:
+        # 0 * log 0 = 0: impossible events count only where q puts mass on them (then H = inf)
+        finite = torch.isfinite(log_table)
+        value = contract(torch.where(finite, log_table, torch.zeros((), dtype=torch.float64)))
+        mass_on_impossible = contract((~finite).to(torch.float64))
+        return torch.where(mass_on_impossible > 0, torch.full_like(value, -math.inf), value)
+
+    start = expected(p.initial, lambda t: probs[:, 0] @ t)
+    pair = expected(p.transition, lambda t: torch.einsum("bli,ij,blj->bl", probs[:, :-1], t, probs[:, 1:]))
+    steps = torch.where(mask[:, 1:], pair, torch.zeros((), dtype=torch.float64)).sum(-1)
+    end = expected(p.final, lambda t: last @ t)
     return -(start + steps + end)

@@ -1,26 +1,32 @@
-"""Reports: set results as JSON, per-document results as JSONL, a Markdown table.
+"""Reports: set results as JSON, per-document results as JSONL, Markdown, figures.
 
-``results.json`` carries the configuration, seed, package versions and the
-git hash of the code, so a number can always be traced to what produced it.
+``results.json`` follows :mod:`critic.results` (schema version, the critic's
+name, params and state hash, the inputs with their hashes, the configuration)
+plus the environment: Python, package versions and the git hash of the code,
+so a number can always be traced to what produced it.
+
+:func:`write_report` writes a report directory atomically: it is complete or
+absent, never a ``results.json`` of one run beside figures of another.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import platform
 import subprocess
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable, Sequence
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .criticism import CriticismResult
+from .io import atomic_directory, atomic_open, atomic_write_text
+from .results import CriticismResult, json_ready, markdown_table, outliers_table
 
-__all__ = ["environment", "write_results_json", "write_documents_jsonl", "markdown_table",
-           "outliers_table", "write_report"]
+__all__ = ["environment", "write_results_json", "write_documents_jsonl", "write_report", "REPORT_FILES"]
 
 _PACKAGES = ("critic", "numpy", "scipy", "torch", "torch-struct", "pyro-ppl", "gensim", "kenlm", "transformers")
+
+REPORT_FILES = ("results.json", "documents.jsonl", "report.md")
+"""Files every report directory has (a directory with ``results.json`` is a report)."""
 
 
 def _git_hash() -> str | None:
@@ -43,91 +49,59 @@ def environment() -> dict[str, Any]:
     return {"python": platform.python_version(), "packages": versions, "git": _git_hash()}
 
 
-def _finite(obj: Any) -> Any:
-    """JSON has no NaN/Infinity: write them as null."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
-
-
-def write_results_json(result: "CriticismResult", path: str | Path, *, extra: dict | None = None) -> Path:
-    path = Path(path)
+def write_results_json(result: CriticismResult, path: str | Path, *, extra: dict | None = None) -> Path:
+    """``results.json``: the result's schema, the environment and ``extra`` keys (atomically)."""
     payload = result.to_dict()
     payload["environment"] = environment()
     if extra:
-        payload.update(extra)
-    path.write_text(json.dumps(_finite(payload), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return path
+        payload.update(json_ready(extra))
+    return atomic_write_text(path, json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
 
 
-def write_documents_jsonl(result: "CriticismResult", path: str | Path) -> Path:
-    """One line per projected document: set, id, T(x), M(x), T/M, outlier p-value, unknowns."""
+def write_documents_jsonl(result: CriticismResult, path: str | Path) -> Path:
+    """One line per document: set, id, T(x), M(x), T/M, outlier p-value, unknowns; or why it was skipped."""
     path = Path(path)
-    with open(path, "w", encoding="utf-8") as fh:
+    with atomic_open(path) as fh:
         for s in result.sets:
             for d in s.documents:
-                row = {"set": s.name, **d.__dict__}
-                fh.write(json.dumps(_finite(row), ensure_ascii=False) + "\n")
+                row = json_ready({"set": s.name, **d.__dict__})
+                fh.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
             for doc_id, reason in s.skipped.items():
                 fh.write(json.dumps({"set": s.name, "id": doc_id, "skipped": reason}, ensure_ascii=False) + "\n")
     return path
 
 
-def _pm(value: float, ci: tuple[float, float]) -> str:
-    half = (ci[1] - ci[0]) / 2
-    return f"{value:.3f} ± {half:.3f}"
+def write_report(result: CriticismResult, out_dir: str | Path, *, top: int = 10, extra: dict | None = None,
+                 plot: bool = True, sections: Sequence[str] = (),
+                 figures: Callable[[Path], dict[str, Path]] | None = None) -> dict[str, Path]:
+    """Write a report directory: ``results.json``, ``documents.jsonl``, ``report.md`` and figures.
 
-
-def markdown_table(result: "CriticismResult") -> str:
-    """Markdown table of every set; arrows say lower is better, ± is half the CI width."""
-    lines = [
-        f"Critic: `{result.critic}`",
-        "",
-        "| set | n | Latent NLL ↓ | 95% CI | Latent PPL ↓ | 95% CI | Δ NLL vs ref | p-value | skipped | unknown |",
-        "|---|---:|---:|---|---:|---|---:|---:|---:|---:|",
-    ]
-    for s in result.sets:
-        diff = "—" if s.comparison is None else f"{s.comparison.difference:+.3f}"
-        p = "—" if s.comparison is None else f"{s.comparison.p_value:.4f}"
-        lines.append(
-            f"| {s.name} | {s.n} | {_pm(s.latent_nll, s.latent_nll_ci)} | "
-            f"[{s.latent_nll_ci[0]:.3f}, {s.latent_nll_ci[1]:.3f}] | {s.latent_ppl:.3f} | "
-            f"[{s.latent_ppl_ci[0]:.3f}, {s.latent_ppl_ci[1]:.3f}] | {diff} | {p} | {s.n_skipped} | {s.n_unknown} |"
-        )
-    return "\n".join(lines)
-
-
-def outliers_table(result: "CriticismResult", top: int = 10, name: str | None = None) -> str:
-    lines = ["| rank | set | document | T(x) | M(x) | T/M | outlier p ↓ |", "|---:|---|---|---:|---:|---:|---:|"]
-    for rank, (set_name, d) in enumerate(result.outliers(name=name, top=top), start=1):
-        lines.append(f"| {rank} | {set_name} | {d.id} | {d.latent_nll:.3f} | {d.latent_steps:g} | "
-                     f"{d.latent_nll_per_step:.3f} | {d.outlier_p_value:.4f} |")
-    return "\n".join(lines)
-
-
-def write_report(result: "CriticismResult", out_dir: str | Path, *, top: int = 10,
-                 extra: dict | None = None, plot: bool = True) -> dict[str, Path]:
-    """Write ``results.json``, ``documents.jsonl``, ``report.md`` and the T(x) histogram PNG."""
+    ``sections`` are Markdown blocks appended to ``report.md``; ``figures(dir)``
+    draws a critic's own figures into ``dir`` and returns them by name.  The
+    directory is built aside and swapped in whole; an existing directory is
+    replaced only if it is a report (holds ``results.json``) or empty.
+    """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {
-        "results": write_results_json(result, out / "results.json", extra=extra),
-        "documents": write_documents_jsonl(result, out / "documents.jsonl"),
-    }
-    report = ["# Criticism report", "", markdown_table(result), "", f"## Top {top} outliers", "",
-              outliers_table(result, top=top)]
-    skipped = [(s.name, k, v) for s in result.sets for k, v in s.skipped.items()]
-    if skipped:
-        report += ["", "## Documents that could not be projected", ""]
-        report += [f"- `{name}` / `{doc}`: {why}" for name, doc, why in skipped]
-    paths["report"] = out / "report.md"
-    paths["report"].write_text("\n".join(report) + "\n", encoding="utf-8")
-    if plot:
-        from .plots import latent_nll_histogram
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / "results.json").is_file())):
+        raise ValueError(f"{out}: exists and is not a report directory; refusing to replace it")
+    names: dict[str, str] = {}
+    with atomic_directory(out) as tmp:
+        write_results_json(result, tmp / "results.json", extra=extra)
+        write_documents_jsonl(result, tmp / "documents.jsonl")
+        report = ["# Criticism report", "", markdown_table(result), "", f"## Top {top} outliers", "",
+                  outliers_table(result, top=top)]
+        skipped = [(s.name, k, v) for s in result.sets for k, v in s.skipped.items()]
+        if skipped:
+            report += ["", "## Documents that could not be projected", ""]
+            report += [f"- `{name}` / `{doc}`: {why}" for name, doc, why in skipped]
+        report += [block for s in sections for block in ("", s)]
+        atomic_write_text(tmp / "report.md", "\n".join(report) + "\n")
+        names = {"results": "results.json", "documents": "documents.jsonl", "report": "report.md"}
+        if plot:
+            from .plots import latent_nll_histogram
 
-        paths["histogram"] = latent_nll_histogram(result, out / "latent_nll_hist.png", top=top)
-    return paths
+            latent_nll_histogram(result, tmp / "latent_nll_hist.png", top=top)
+            names["histogram"] = "latent_nll_hist.png"
+        if figures is not None:
+            names.update({k: Path(p).relative_to(tmp).as_posix() for k, p in figures(tmp).items()})
+    return {k: out / v for k, v in names.items()}

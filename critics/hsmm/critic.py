@@ -24,7 +24,7 @@ import torch
 from torch.distributions import Distribution, constraints
 
 from critic import Critic, register_critic
-from critic.critic import resolve_device
+from critic.critic import Projection
 from critic.document import Document
 from critic.latent import register_cross_entropy
 
@@ -102,7 +102,6 @@ class HSMMCritic(Critic):
         epochs: int = 5,
         lr: float = 0.3,
         seed: int = 0,
-        device: str = "cpu",
     ):
         self.num_states = num_states
         self.max_len = max_len
@@ -114,7 +113,6 @@ class HSMMCritic(Critic):
         self.epochs = epochs
         self.lr = lr
         self.seed = seed
-        self.device = device
 
     # ------------------------------------------------------------------ encoding
     def _encode(self, docs: Sequence[Document]) -> tuple[np.ndarray, np.ndarray]:
@@ -143,11 +141,19 @@ class HSMMCritic(Critic):
             raise ValueError(f"{len(bad)} training document(s) have no tokens, e.g. {bad[0]!r}")
         vocab = sorted({t for d in docs for t in doc_tokens(d)})
         self.token_index_ = {t: i for i, t in enumerate(vocab)}
-        dev = resolve_device(self.device)
+        dev = self.device
         tokens, lengths = self._encode(docs)
         end = self.token_index_.get(self.end_token) if self.end_token is not None else None
         ngrams = build_vocab(tokens, lengths, max_len=self.max_len, top_k=self.top_k_ngrams, base=len(vocab), final_only=end)
-        valid_docs = [d for d in (validation or []) if self.check(d) is None] or docs[: max(1, len(docs) // 10)]
+        if not validation:
+            raise ValueError("HSMMCritic.fit needs validation documents (learning-rate halving and the best "
+                             "checkpoint are chosen on them)")
+        self.validation_skipped_ = {d.id: r for d in validation if (r := self.check(d)) is not None}
+        valid_docs = [d for d in validation if d.id not in self.validation_skipped_]
+        if not valid_docs:
+            first = next(iter(self.validation_skipped_.items()))
+            raise ValueError(f"none of the {len(validation)} validation documents can be used, "
+                             f"e.g. {first[0]!r}: {first[1]}")
         v_tokens, v_lengths = self._encode(valid_docs)
         model = HSMMLM(ngrams, self.num_states, seed=self.seed).to(dev)
         cfg = TrainConfig(
@@ -167,33 +173,28 @@ class HSMMCritic(Critic):
             m = self.model_
             return SemiMarkovChain(m.log_init().double(), m.log_trans().double(), m.log_dur().double())
 
-    def posterior(self, docs: Sequence[Document]) -> SemiMarkovPosterior:
+    def project(self, docs: Sequence[Document]) -> Projection:
+        """The semi-Markov CRF posterior of a batch; ``M(x)`` = posterior expected number of segments.
+
+        Edge marginals (autograd of the log-partition) are computed once here
+        and reused by the exact cross-entropy.
+        """
         self._require_fitted()
-        for d in docs:
-            reason = self.check(d)
-            if reason is not None:
-                raise ValueError(f"document {d.id!r} cannot be projected: {reason}")
-        tokens, lengths = self._encode(docs)
+        failures = {d.id: r for d in docs if (r := self.check(d)) is not None}
+        kept = [d for d in docs if d.id not in failures]
+        if not kept:
+            return Projection([], None, torch.zeros(0, dtype=torch.float64), failures)
+        tokens, lengths = self._encode(kept)
         m = self.model_
         dev = m.trans_logits.device
         ids = torch.as_tensor(m.vocab.lookup(tokens, lengths), device=dev)
         with torch.no_grad():
             init, trans, dur, emit = (x.double() for x in m.potentials(ids))
-        return SemiMarkovPosterior(init, trans, dur, emit, torch.as_tensor(lengths, device=dev))
+        q = SemiMarkovPosterior(init, trans, dur, emit, torch.as_tensor(lengths, device=dev))
+        return Projection([d.id for d in kept], q, q.marginals.num_segments.to(torch.float64).cpu(), failures)
 
-    def _cached_posterior(self, docs: Sequence[Document]) -> SemiMarkovPosterior:
-        # score() asks for latent_nll and latent_steps of the same batch: project it once
-        key = tuple((d.id, tuple(doc_tokens(d))) for d in docs)
-        last = getattr(self, "_last_posterior", None)
-        if last is None or last[0] != key:
-            self._last_posterior = (key, self.posterior(docs))
-        return self._last_posterior[1]
-
-    def latent_steps(self, docs: Sequence[Document]) -> torch.Tensor:
-        return self._cached_posterior(docs).marginals.num_segments.to(torch.float64).cpu()
-
-    def latent_nll(self, docs: Sequence[Document]) -> torch.Tensor:
-        return _semimarkov_cross_entropy(self._cached_posterior(docs), self.prior()).cpu()
+    def _move(self, device: torch.device) -> None:
+        self.model_ = self.model_.to(device)
 
     # ------------------------------------------------------------------ persistence
     def _get_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
@@ -202,7 +203,7 @@ class HSMMCritic(Critic):
         tensors["ngram_tokens"] = torch.as_tensor(m.vocab.tokens)
         tensors["ngram_lengths"] = torch.as_tensor(m.vocab.lengths)
         tokens = sorted(self.token_index_, key=self.token_index_.get)
-        return {"tokens": tokens, "history": self.history_}, tensors
+        return {"tokens": tokens, "history": self.history_, "validation_skipped": self.validation_skipped_}, tensors
 
     def _set_state(self, state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
         self.token_index_ = {t: i for i, t in enumerate(state["tokens"])}
@@ -210,5 +211,6 @@ class HSMMCritic(Critic):
                                        tensors["ngram_lengths"].numpy(), self.max_len)
         model = HSMMLM(vocab, self.num_states)
         model.load_state_dict({k: v for k, v in tensors.items() if not k.startswith("ngram_")})
-        self.model_ = model.to(resolve_device(self.device)).eval()
-        self.history_ = state.get("history", [])
+        self.model_ = model.eval()
+        self.history_ = list(state["history"])
+        self.validation_skipped_ = dict(state["validation_skipped"])

@@ -10,7 +10,8 @@ from scipy.stats import poisson
 
 from critic import Critic, criticize, stats
 from critic.document import Document, Section
-from critic.report import markdown_table, write_report
+from critic.report import write_report
+from critic.results import markdown_table
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "section_count_critic.py"
 
@@ -33,12 +34,12 @@ def test_tutorial_critic_is_short_and_scores_by_closed_form(tutorial, tmp_path):
     critic = tutorial.SectionCountCritic().fit(train)
     assert critic.rate_ == pytest.approx(4.0)
     test = docs_with([1, 4, 9], "x")
-    got = critic.latent_nll(test).numpy()
+    got = critic.score(test).latent_nll
     np.testing.assert_allclose(got, -poisson.logpmf([1, 4, 9], 4.0), rtol=1e-12)
     critic.save(tmp_path / "c")
     again = Critic.load(tmp_path / "c")
     assert type(again).__name__ == "SectionCountCritic"
-    np.testing.assert_array_equal(again.latent_nll(test).numpy(), got)
+    np.testing.assert_array_equal(again.score(test).latent_nll, got)
 
 
 def test_criticize_numbers(tutorial, tmp_path):
@@ -73,35 +74,48 @@ def test_criticize_numbers(tutorial, tmp_path):
     assert "Latent PPL ↓" in markdown_table(result)
 
 
-def test_monte_carlo_fallback_is_stated_and_agrees_with_closed_form(tutorial):
+def test_monte_carlo_fallback_is_stated_and_agrees_with_closed_form(tutorial, tmp_path):
     """Uniform posterior under a Cauchy prior: no registered formula, so Monte Carlo, and the result says so.
 
     Closed form: with u = (z - m)/g, E_{z~U(a,b)}[-log Cauchy(z; m, g)] = log(pi g)
     + g/(b - a) [F(u)] between the ends, F(u) = u log(1 + u^2) - 2u + 2 arctan(u).
+    The per-document standard error travels into Scores, the set result, results.json and the table.
     """
+    import json
+
     import torch
     from torch.distributions import Cauchy, Uniform
 
-    from critic.latent import monte_carlo_cross_entropy
+    from critic import Projection
 
     class SoftCount(tutorial.SectionCountCritic):
         mc_samples = 4000
 
-        def posterior(self, docs):
+        def project(self, docs):
             n = torch.tensor([float(len(d.sections)) for d in docs], dtype=torch.float64)
-            return Uniform(n - 0.5, n + 0.5)
+            return Projection([d.id for d in docs], Uniform(n - 0.5, n + 0.5), torch.ones(len(docs)))
 
         def prior(self):
             return Cauchy(torch.tensor(self.rate_, dtype=torch.float64), 2.0)
 
     critic = SoftCount().fit(docs_with([3, 4, 5], "t"))
     docs = docs_with([2, 6, 4, 11], "x")
-    result = criticize(critic, docs, n_bootstrap=50)
-    assert result.config["latent_nll_estimator"] == "monte carlo (4000 samples)"
-    estimate = critic.latent_nll(docs).numpy()
-    _, se = monte_carlo_cross_entropy(critic.posterior(docs), critic.prior(), num_samples=4000)
+    scores = critic.score(docs)
+    assert scores.estimator == "monte carlo (4000 samples)"
     F = lambda u: u * np.log1p(u**2) - 2 * u + 2 * np.arctan(u)  # noqa: E731
     n = np.array([2.0, 6.0, 4.0, 11.0])
     lo, hi = (n - 0.5 - 4.0) / 2.0, (n + 0.5 - 4.0) / 2.0
     closed = math.log(math.pi * 2.0) + 2.0 * (F(hi) - F(lo))
-    assert np.all(np.abs(estimate - closed) <= 3 * se.numpy())
+    se = scores.latent_nll_stderr
+    assert se.shape == (4,) and np.all(se > 0)
+    assert np.all(np.abs(scores.latent_nll - closed) <= 3 * se)
+
+    result = criticize(critic, docs, {"more": docs_with([3, 5, 7], "y")}, n_bootstrap=50, min_documents=2)
+    assert result.config["latent_nll_estimator"] == "monte carlo (4000 samples)"
+    ref = result.reference
+    assert ref.latent_nll_mc_stderr == pytest.approx(math.sqrt(float((se ** 2).sum())) / 4, rel=1e-12)
+    assert [d.latent_nll_stderr for d in ref.documents] == pytest.approx(list(se), rel=1e-12)
+    paths = write_report(result, tmp_path / "mc", plot=False)
+    saved = json.loads(paths["results"].read_text())
+    assert saved["reference"]["latent_nll_mc_stderr"] == pytest.approx(ref.latent_nll_mc_stderr)
+    assert "MC s.e." in markdown_table(result) and f"{ref.latent_nll_mc_stderr:.4f}" in markdown_table(result)

@@ -31,7 +31,8 @@ def _docs(n, seed=0):
 
 @pytest.fixture(scope="module")
 def fitted():
-    return HSMMCritic(num_states=2, max_len=4, top_k_ngrams=50, end_token=".", epochs=2, batch_size=8, seed=0).fit(_docs(40))
+    return HSMMCritic(num_states=2, max_len=4, top_k_ngrams=50, end_token=".", epochs=2, batch_size=8,
+                      seed=0).fit(_docs(40), validation=_docs(8, seed=1))
 
 
 def test_registered_and_a_critic():
@@ -41,9 +42,8 @@ def test_registered_and_a_critic():
 
 def test_latent_nll_equals_enumerated_cross_entropy(fitted):
     docs = [Document(id=str(i), sections=(Section(None, t),)) for i, t in enumerate(["a b .", "c d e .", "a b . a b ."])]
-    nll = fitted.latent_nll(docs)
-    steps = fitted.latent_steps(docs)
-    q = fitted.posterior(docs)
+    projection = fitted.project(docs)
+    nll, steps, q = fitted.latent_nll(projection).value, projection.latent_steps, projection.posterior
     p = fitted.prior()
     assert nll.dtype == torch.float64 and nll.shape == (3,)
     for b, d in enumerate(docs):
@@ -60,6 +60,17 @@ def test_latent_nll_equals_enumerated_cross_entropy(fitted):
         assert float(steps[b]) == pytest.approx(float((w * torch.tensor([len(s) for _, s in paths])).sum()), rel=1e-9)
 
 
+def test_validation_documents_that_cannot_be_used_are_counted_never_replaced():
+    bad = Document(id="v-bad", sections=(Section(None, "a b zz ."),))
+    critic = HSMMCritic(num_states=2, max_len=4, top_k_ngrams=50, end_token=".", epochs=1, batch_size=8, seed=0)
+    critic.fit(_docs(20), validation=_docs(4, seed=1) + [bad])
+    assert list(critic.validation_skipped_) == ["v-bad"] and "never seen" in critic.validation_skipped_["v-bad"]
+    with pytest.raises(ValueError, match="none of the 1 validation documents can be used, e.g. 'v-bad'"):
+        HSMMCritic(num_states=2, max_len=4, epochs=1).fit(_docs(20), validation=[bad])
+    with pytest.raises(ValueError, match="needs validation documents"):
+        HSMMCritic(num_states=2, max_len=4, epochs=1).fit(_docs(20))
+
+
 def test_check_reports_unknown_and_empty(fitted):
     bad = Document(id="x", sections=(Section(None, "a b zz ."),))
     empty = Document(id="y", sections=(Section(None, "   "),))
@@ -71,7 +82,7 @@ def test_check_reports_unknown_and_empty(fitted):
 def test_metadata_tokens_take_precedence(fitted):
     d_text = Document(id="t", sections=(Section(None, "a b ."),))
     d_meta = Document(id="m", sections=(Section(None, "ignored text"),), metadata={"tokens": ["a", "b", "."]})
-    assert torch.allclose(fitted.latent_nll([d_text]), fitted.latent_nll([d_meta]))
+    assert fitted.score([d_text]).latent_nll == pytest.approx(fitted.score([d_meta]).latent_nll, rel=1e-12)
 
 
 def test_save_load_roundtrip(fitted, tmp_path):
@@ -79,13 +90,14 @@ def test_save_load_roundtrip(fitted, tmp_path):
     fitted.save(tmp_path / "c")
     again = Critic.load(tmp_path / "c")
     assert isinstance(again, HSMMCritic)
-    assert torch.equal(fitted.latent_nll(docs), again.latent_nll(docs))  # exact round trip
+    np.testing.assert_array_equal(fitted.score(docs).latent_nll, again.score(docs).latent_nll)  # exact round trip
+    assert again.validation_skipped_ == fitted.validation_skipped_
 
 
 def test_fit_learns_the_words(fitted):
     """Viterbi segments the alternating words at the delimiter."""
     docs = [Document(id="v", sections=(Section(None, "a b . c d e . a b ."),))]
-    _, states, starts = fitted.posterior(docs).argmax()
+    _, states, starts = fitted.project(docs).posterior.argmax()
     assert starts[0].nonzero().flatten().tolist() == [0, 3, 7]
 
 

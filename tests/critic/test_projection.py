@@ -1,0 +1,181 @@
+"""The v2 contract: one projection per batch, failures during projection, untrusted numbers never reported."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch.distributions import Normal
+
+from critic import Critic, Projection, criticize
+from critic.document import Document, Section
+from critic.latent import PointMass
+from critic.report import write_report
+
+
+def doc(i, values):
+    return Document(str(i), tuple(Section(None, str(v)) for v in values))
+
+
+class MeanCritic(Critic):
+    """z = the mean of a document's numbers; prior N(0, 1); point mass.  Projection fails on 'bad'."""
+
+    batch_size = 3
+
+    def __init__(self, lose: bool = False):
+        self.lose = lose
+
+    def fit(self, docs, *, validation=None):
+        self.fitted_ = True
+        self.calls_ = []
+        return self
+
+    def _get_state(self):
+        return {"fitted": self.fitted_}, {}
+
+    def prior(self):
+        return Normal(torch.tensor(0.0, dtype=torch.float64), torch.tensor(1.0, dtype=torch.float64),
+                      validate_args=False)
+
+    def check(self, d):
+        return "no numbers" if not d.sections else None
+
+    def project(self, docs):
+        self.calls_.append([d.id for d in docs])
+        ok, failures = [], {}
+        for d in docs:
+            if any(s.text == "bad" for s in d.sections):
+                failures[d.id] = "holds 'bad'"
+            else:
+                ok.append(d)
+        if self.lose and ok:
+            ok = ok[1:]
+        z = torch.tensor([np.mean([float(s.text) for s in d.sections]) for d in ok], dtype=torch.float64)
+        return Projection([d.id for d in ok], PointMass(z), torch.tensor([float(len(d.sections)) for d in ok]),
+                          failures, extras={"z": z.tolist()})
+
+
+def expected_nll(z):
+    return 0.5 * math.log(2 * math.pi) + 0.5 * z * z
+
+
+def test_one_projection_per_batch_failures_counted_extras_aligned():
+    critic = MeanCritic().fit([])
+    docs = [doc(0, [1, 2]), doc(1, []), doc(2, ["bad"]), doc(3, [3]), doc(4, [0.5, 0.5, 2]), doc(5, [-1])]
+    scores = critic.score(docs)
+    assert critic.calls_ == [["0", "2", "3"], ["4", "5"]]  # checked docs only, batch_size 3, once each
+    assert scores.doc_ids == ["0", "3", "4", "5"]
+    assert scores.skipped == {"1": "no numbers", "2": "holds 'bad'"}
+    zs = [1.5, 3.0, 1.0, -1.0]
+    np.testing.assert_allclose(scores.latent_nll, [expected_nll(z) for z in zs], rtol=1e-12)
+    np.testing.assert_array_equal(scores.latent_steps, [2, 1, 3, 1])
+    assert scores.extras == {"z": zs}
+
+
+def test_a_projection_that_loses_a_document_is_a_bug_not_a_drop():
+    critic = MeanCritic(lose=True).fit([])
+    with pytest.raises(RuntimeError, match=r"MeanCritic.project must return every document.*lost: \['0'\]"):
+        critic.score([doc(0, [1]), doc(1, [2])])
+
+
+def test_duplicate_ids_in_a_set_are_an_error():
+    with pytest.raises(ValueError, match="document id '0' occurs more than once"):
+        MeanCritic().fit([]).score([doc(0, [1]), doc(0, [2])])
+
+
+class InfiniteCritic(MeanCritic):
+    """A prior with no mass outside [-2, 2]: T(x) = inf there."""
+
+    def prior(self):
+        from torch.distributions import Uniform
+
+        return Uniform(torch.tensor(-2.0, dtype=torch.float64), torch.tensor(2.0, dtype=torch.float64),
+                       validate_args=False)
+
+
+def test_non_finite_latent_nll_is_a_counted_skip_never_a_number():
+    scores = InfiniteCritic().fit([]).score([doc(0, [1]), doc(1, [5]), doc(3, [-1])])
+    assert scores.doc_ids == ["0", "3"]
+    np.testing.assert_allclose(scores.latent_nll, [math.log(4)] * 2, rtol=1e-12)
+    assert scores.skipped == {"1": "Latent NLL is infinite: the prior gives probability 0 to the projected latent"}
+    scores = MeanCritic().fit([]).score([doc(0, [1]), doc(2, ["nan"])])
+    assert scores.doc_ids == ["0"] and "Latent NLL is NaN" in scores.skipped["2"]
+
+
+def test_few_documents_warn_and_give_null_with_reasons_in_json(tmp_path):
+    critic = MeanCritic().fit([])
+    reference = [doc(i, [v]) for i, v in enumerate([0.1, -0.3, 0.2, 0.5, -0.1])]
+    result = criticize(critic, reference, {"one": [doc("a", [2.0])], "none": [doc("b", ["bad"])]},
+                       n_bootstrap=200, n_permutations=99)
+    ref, one, none = result.reference, result.candidates["one"], result.candidates["none"]
+    assert any("only 5 documents" in w for w in ref.warnings)
+    assert one.latent_nll == pytest.approx(expected_nll(2.0), rel=1e-12)
+    assert all(math.isnan(v) for v in (*one.latent_nll_ci, *one.latent_ppl_ci, one.comparison.p_value))
+    assert none.n == 0 and none.n_skipped == 1 and math.isnan(none.latent_ppl)
+    text = str(result)
+    assert "| one ⚠ | 1 |" in text and "only 1 document: no confidence interval" in text
+    paths = write_report(result, tmp_path / "r", plot=False)
+    raw = paths["results"].read_text()
+    assert "NaN" not in raw and "Infinity" not in raw
+    saved = json.loads(raw)
+    assert saved["candidates"]["one"]["latent_nll_ci"] == [None, None]
+    assert "candidates.one.latent_nll_ci[0]" in saved["null_reasons"]
+    assert "candidates.none.latent_ppl" in saved["null_reasons"]
+    assert saved["candidates"]["one"]["warnings"] == ["only 1 document: no confidence interval"]
+
+
+def test_results_json_provenance(tmp_path):
+    from critic.document import documents_sha256, write_jsonl
+    from critic.io import sha256_file
+
+    critic = MeanCritic().fit([])
+    reference = [doc(i, [v]) for i, v in enumerate(np.linspace(-1, 1, 12))]
+    candidate = [doc(f"c{i}", [v]) for i, v in enumerate(np.linspace(0, 3, 12))]
+    ref_file = write_jsonl(reference, tmp_path / "ref.jsonl")
+    result = criticize(critic, reference, {"lm": candidate}, reference_name="real", paths={"real": ref_file})
+    saved = json.loads(write_report(result, tmp_path / "r", plot=False)["results"].read_text())
+    assert saved["schema_version"] == 1
+    assert saved["critic"] == {"name": critic.name, "params": {"lose": False}, "state_sha256": critic.state_sha256()}
+    assert saved["inputs"] == [
+        {"name": "real", "path": str(ref_file), "sha256": sha256_file(ref_file), "n_documents": 12},
+        {"name": "lm", "path": None, "sha256": documents_sha256(candidate), "n_documents": 12},
+    ]
+    assert saved["reference"]["higher_is_better"]["latent_ppl"] is False
+    assert saved["candidates"]["lm"]["higher_is_better"]["p_value"] is True
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"n_bootstrap": 0}, "n_bootstrap must be an integer >= 1"),
+    ({"n_permutations": 0}, "n_permutations must be an integer >= 1"),
+    ({"level": 1.0}, "level must lie strictly between 0 and 1"),
+    ({"reference_name": "lm"}, "clashes with the reference set"),
+])
+def test_criticize_rejects_settings_that_give_no_trustworthy_number(kwargs, message):
+    critic = MeanCritic().fit([])
+    with pytest.raises(ValueError, match=message):
+        criticize(critic, [doc(0, [1]), doc(1, [2])], {"lm": [doc(2, [1])]}, **kwargs)
+
+
+def test_report_directory_is_complete_or_absent(tmp_path, monkeypatch):
+    critic = MeanCritic().fit([])
+    result = criticize(critic, [doc(i, [i / 10]) for i in range(12)], n_bootstrap=50)
+    out = tmp_path / "r"
+    first = write_report(result, out, plot=False)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def crash(directory):
+        (directory / "half.png").write_bytes(b"\x89PNG")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        write_report(result, out, plot=False, figures=crash)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+    assert first["report"].read_text().startswith("# Criticism report")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "mine.txt").write_text("keep")
+    with pytest.raises(ValueError, match="not a report directory"):
+        write_report(result, tmp_path / "notes", plot=False)
