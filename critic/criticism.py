@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
+import torch
 
 from . import stats
 from .critic import Critic, Scores
@@ -34,6 +35,15 @@ from .results import Comparison, CriticismResult, DocumentResult, SetResult
 __all__ = ["criticize", "summarize", "compare"]
 
 _NAN_PAIR = (float("nan"), float("nan"))
+
+
+def _plain(value):
+    """A projection extra as a JSON value: tensors and arrays become (nested) lists or numbers."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy()
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.tolist()
+    return value
 
 
 def summarize(
@@ -60,6 +70,7 @@ def summarize(
             outlier_p_value=float(p_values[i]),
             unknown=int(scores.unknown.get(doc_id, 0)),
             latent_nll_stderr=None if stderr is None else float(stderr[i]),
+            extras={k: _plain(v[i]) for k, v in scores.extras.items()},
         )
         for i, doc_id in enumerate(scores.doc_ids)
     ]

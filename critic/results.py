@@ -42,7 +42,8 @@ HIGHER_IS_BETTER = {
 
 @dataclass
 class DocumentResult:
-    """One projected document: ``T(x)``, ``M(x)``, ``T/M`` and its outlier p-value."""
+    """One projected document: ``T(x)``, ``M(x)``, ``T/M``, its outlier p-value and the
+    projection's extras for it (MAP latents, topic weights) as plain JSON values."""
 
     id: str
     latent_nll: float
@@ -51,6 +52,7 @@ class DocumentResult:
     outlier_p_value: float
     unknown: int = 0
     latent_nll_stderr: float | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

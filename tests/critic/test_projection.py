@@ -144,6 +144,9 @@ def test_results_json_provenance(tmp_path):
         {"name": "lm", "path": None, "sha256": documents_sha256(candidate), "n_documents": 12},
     ]
     assert saved["reference"]["higher_is_better"]["latent_ppl"] is False
+    assert [d.extras for d in result.candidates["lm"].documents] == [{"z": float(v)} for v in np.linspace(0, 3, 12)]
+    rows = [json.loads(line) for line in (tmp_path / "r" / "documents.jsonl").read_text().splitlines()]
+    assert rows[0]["extras"] == {"z": -1.0} and rows[0]["set"] == "real"
     assert saved["candidates"]["lm"]["higher_is_better"]["p_value"] is True
 
 
