@@ -8,7 +8,7 @@ T(x) = -log Poisson(n_sections(x); rate), one latent step per document.
 import torch
 from torch.distributions import Poisson
 
-from critic import Critic, register_critic
+from critic import Critic, Projection, register_critic
 from critic.latent import PointMass
 
 
@@ -28,13 +28,12 @@ class SectionCountCritic(Critic):
         return None if doc.sections else "document has no sections"
 
     def prior(self):
-        return Poisson(torch.tensor(self.rate_, dtype=torch.float64))
+        return Poisson(torch.tensor(self.rate_, dtype=torch.float64, device=self.device))
 
-    def posterior(self, docs):
-        return PointMass(torch.tensor([float(len(d.sections)) for d in docs], dtype=torch.float64))
-
-    def latent_steps(self, docs):
-        return torch.ones(len(docs), dtype=torch.float64)
+    def project(self, docs):
+        counts = torch.tensor([len(d.sections) for d in docs], dtype=torch.float64, device=self.device)
+        return Projection(doc_ids=[d.id for d in docs], posterior=PointMass(counts),
+                          latent_steps=torch.ones(len(docs), dtype=torch.float64))
 
     def _get_state(self):
         return {"rate": self.rate_}, {}

@@ -69,7 +69,7 @@ def test_criticize_numbers(tutorial, tmp_path):
 
     paths = write_report(result, tmp_path / "out", top=3)
     text = paths["report"].read_text()
-    assert "| lm | 7 |" in text and "`lm` / `empty`: document has no sections" in text
+    assert "| lm ⚠ | 7 |" in text and "only 7 documents (< 10)" in text and "`lm` / `empty`: document has no sections" in text
     assert paths["histogram"].stat().st_size > 1000
     assert "Latent PPL ↓" in markdown_table(result)
 
