@@ -13,13 +13,31 @@ with ``k`` the length index (``k = 0`` is a segment of one token).  Shapes:
 * ``emit``  ``(B, T, K, C)``: segment starting at ``t`` of length ``k + 1`` in state ``c``
 * ``lengths`` ``(B,)`` long; each sequence uses positions ``0 .. lengths[b] - 1``
 
-The forward pass is linear in ``T`` and never builds the ``B x T x K x C x C``
-edge tensor that torch-struct's :class:`~torch_struct.SemiMarkovCRF` takes:
-the ``C x C`` step is a log-space matrix product (``exp``-``matmul``-``log``,
-in float64 by default so that nothing short of ``e^-700`` underflows), and the
-``K`` step is a ``logsumexp`` over the last ``K`` betas.  Mixed lengths are
-exact: each sequence's partition is read at its own end.  Marginals are
-gradients of the log-partition; Viterbi keeps back-pointers.
+One forward recursion (:func:`_forward`), linear in ``T``, serves every
+programme; only the semiring changes:
+
+    beta_0(c)  = init(c)
+    alpha_t(c) = (+)_{k < min(K, t)} beta_{t-k-1}(c) (x) dur(c, k) (x) emit(t-k-1, k, c)   (segments ending after token t-1)
+    beta_t(c)  = (+)_{c'} alpha_t(c') (x) trans(c', c)
+    score_b    = (+)_c alpha_{len_b}(c)
+
+with ``(+) = logsumexp`` for the log-partition (:class:`LogSemiring`; its
+gradients are the marginals) and ``(+) = max`` for Viterbi
+(:class:`MaxSemiring`, which also returns the arg-max back-pointers).
+
+Both ``(+)`` are positively homogeneous, so the recursion works on *scaled
+probabilities*: every ``beta_s`` is kept as ``exp(lb_s) * P_s`` with ``P_s <= 1``
+and the segment scores are exponentiated as they are, or, if that
+leaves the dtype's range anywhere, shifted by per-row maxima; the
+semirings run in the ``(+, x)`` / ``(max, x)`` semirings over those non-negative
+values.  The ``C x C`` step is then a plain matrix product with ``exp(trans)``
+(the cost floor), the ``K`` step a batched ``(1 x K)(K x C)`` product, and the
+segment scores are read through one strided view of ``emit`` (no gather, no
+``B x T x K x C x C`` edge tensor as torch-struct's
+:class:`~torch_struct.SemiMarkovCRF` takes).  Terms smaller than the largest at
+the same position by more than the dtype's range (``e^-708`` in float64, the
+default; ``e^-87`` in float32) are dropped.  Mixed lengths are exact: each
+sequence's score is read at its own end.
 
 :func:`edge_potentials` builds torch-struct's edge tensor from the factors
 (``edge[b, n, k, c2, c1]``, shape ``(B, T, K + 1, C, C)``, lengths ``T + 1``)
@@ -28,12 +46,15 @@ so tests and benchmarks can compare with it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
 __all__ = [
     "NEG",
+    "LogSemiring",
+    "MaxSemiring",
     "log_partition",
     "marginals",
     "viterbi",
@@ -45,41 +66,192 @@ NEG = -1e9
 """Large negative score used for impossible events (``-inf`` gives NaN gradients)."""
 
 
+class LogSemiring:
+    """``(+, x)`` over scaled probabilities: the log-partition after the final log."""
+
+    @staticmethod
+    def dot(w: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, None]:
+        """``out[b, c] = sum_j w[b, j] x[b, j, c]``: ``(B, K), (B, K, C) -> (B, C)``."""
+        return torch.bmm(w.unsqueeze(1), x).squeeze(1), None
+
+    @staticmethod
+    def matmul(a: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, None]:
+        """``out[b, c] = sum_c' a[b, c'] m[(b,) c', c]``: ``(B, C), (C, C) | (B, C, C) -> (B, C)``."""
+        return (a @ m if m.dim() == 2 else torch.bmm(a.unsqueeze(1), m).squeeze(1)), None
+
+    @staticmethod
+    def total(a: torch.Tensor) -> tuple[torch.Tensor, None]:
+        """``sum_c a[b, c]``: ``(B, C) -> (B,)``."""
+        return a.sum(-1), None
+
+
+class MaxSemiring:
+    """``(max, x)`` over scaled probabilities: Viterbi; each step also returns its arg-max."""
+
+    @staticmethod
+    def dot(w: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``max_j w[b, j] x[b, j, c]`` and the best ``j``: ``(B, C)`` each."""
+        return (w.unsqueeze(-1) * x).max(1)
+
+    @staticmethod
+    def matmul(a: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``max_c' a[b, c'] m[(b,) c', c]`` and the best ``c'``: ``(B, C)`` each."""
+        return (a.unsqueeze(-1) * m).max(-2)
+
+    @staticmethod
+    def total(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``max_c a[b, c]`` and the best ``c``: ``(B,)`` each."""
+        return a.max(-1)
+
+
 def _batched(x: torch.Tensor, batch: int, ndim: int) -> torch.Tensor:
     return x if x.dim() == ndim + 1 else x.unsqueeze(0).expand(batch, *x.shape)
 
 
-def _segment_end_scores(emit: torch.Tensor, dur: torch.Tensor) -> torch.Tensor:
-    """``S[b, t, k, c]``: score of the segment of length ``k + 1`` *ending* at ``t + 1``.
+def _end_windows(emit: torch.Tensor) -> list[torch.Tensor]:
+    """Emission scores of the segments ending after each token: ``T`` views ``(B, K, C)``.
 
-    Segments that would start before position 0 get :data:`NEG`.
+    Window ``t - 1`` (``t = 1 .. T``) holds in row ``j`` the segment of length
+    ``K - j`` ending after token ``t - 1``, i.e. ``emit[:, t - K + j, K - 1 - j]``
+    (longest first).  In a contiguous ``emit`` that row sits at element offset
+    ``(t - K) K C + (K - 1) C + j (K - 1) C``, so the windows are one strided view
+    (strides ``(T K C, K C, (K - 1) C, 1)``), unbound into ``T`` tensors (a
+    single autograd node).  Rows that would start before token 0 come from a
+    copy of the first ``K - 1`` positions padded with ``K - 1`` zero rows; their
+    betas are zero, so they add nothing.
     """
     B, T, K, C = emit.shape
-    pad = emit.new_full((B, K, K, C), NEG)
-    emit_p = torch.cat([pad, emit], dim=1)  # (B, T + K, K, C)
-    ks = torch.arange(K, device=emit.device)
-    t_end = torch.arange(1, T + 1, device=emit.device)
-    start = t_end[:, None] - (ks[None, :] + 1) + K  # (T, K) index into emit_p
-    S = emit_p[:, start, ks[None, :], :]  # (B, T, K, C)
-    dur_b = _batched(dur, B, 2)  # (B, C, K)
-    return S + dur_b.transpose(1, 2).unsqueeze(1)
+    e = emit.contiguous()
+
+    def windows(x: torch.Tensor, n: int) -> tuple[torch.Tensor, ...]:
+        if n <= 0:
+            return ()
+        size, stride = (B, n, K, C), (x.shape[1] * K * C, K * C, (K - 1) * C, 1)
+        return x.as_strided(size, stride, x.storage_offset() + (K - 1) * C).unbind(1)
+
+    head = torch.cat([e.new_zeros(B, K - 1, K, C), e[:, : min(T, K - 1)]], 1)
+    return [*windows(head, min(T, K - 1)), *windows(e, T - K + 1)]
 
 
-def _exp_trans(trans: torch.Tensor, stable: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(exp(trans - colmax), colmax)``, computed once per forward pass (not per step)."""
-    t = trans.double() if stable else trans
-    mt = t.amax(-2, keepdim=True).detach()  # per destination column
-    return (t - mt).exp(), mt.squeeze(-2)
+class _Betas:
+    """Scaled betas ``beta_s = exp(lb[:, s]) * P[:, s]`` for ``s = -(K - 1) .. T - 1``.
+
+    The ``K - 1`` positions before 0 hold ``P = 0, lb = NEG``.  Each position is
+    written once and read in windows of ``K``.  Without autograd they live in
+    preallocated ``(B, T + K - 1, C)`` / ``(B, T + K - 1)`` buffers read as slices;
+    with autograd (where writing into a buffer would invalidate the slices saved
+    for the backward pass) in lists stacked per window.
+    """
+
+    def __init__(self, B: int, T: int, K: int, C: int, like: torch.Tensor, inplace: bool):
+        self.K, self.inplace = K, inplace
+        if inplace:
+            self.P = like.new_zeros(B, T + K - 1, C)
+            self.lb = like.new_full((B, T + K - 1), NEG)
+        else:
+            self.P = [like.new_zeros(B, C)] * (K - 1)
+            self.lb = [like.new_full((B,), NEG)] * (K - 1)
+
+    def put(self, s: int, U: torch.Tensor, n: torch.Tensor, lb: torch.Tensor) -> None:
+        """Store ``P_s = U / n`` (``U (B, C)``, ``n (B, 1)``) and ``lb_s (B,)``."""
+        if self.inplace:
+            torch.div(U, n, out=self.P[:, s + self.K - 1])
+            self.lb[:, s + self.K - 1] = lb
+        else:
+            self.P.append(U / n)
+            self.lb.append(lb)
+
+    def window(self, t: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(P (B, K, C), lb (B, K))`` of positions ``t - K .. t - 1``."""
+        if self.inplace:
+            return self.P[:, t - 1 : t + self.K - 1], self.lb[:, t - 1 : t + self.K - 1]
+        return torch.stack(self.P[t - 1 : t + self.K - 1], 1), torch.stack(self.lb[t - 1 : t + self.K - 1], 1)
 
 
-def _logmatmulexp(alpha: torch.Tensor, exp_trans: torch.Tensor, col_max: torch.Tensor) -> torch.Tensor:
-    """``out[b, j] = logsumexp_i alpha[b, i] + trans[(b,) i, j]`` without a ``B x C x C`` tensor."""
-    a = alpha.to(exp_trans.dtype)
-    m = a.amax(-1, keepdim=True).detach()
-    prod = torch.matmul((a - m).exp().unsqueeze(-2), exp_trans).squeeze(-2)
-    tiny = torch.finfo(prod.dtype).tiny
-    out = prod.clamp_min(tiny).log() + m + col_max
-    return out.to(alpha.dtype)
+def _alpha(semiring, scores, dur_w, P_w, lb_w, buf, shift):
+    """One ``K`` step: ``alpha_t = exp(M) * A`` with ``A[b, c] = (+)_j w[b, j] P_w[b, j, c] exp(x[b, j, c] - sh[b, j])``.
+
+    ``x = scores + dur_w`` are the segment scores ``(B, K, C)`` and ``w = exp(lb_w
+    + sh - M)`` the rows' scales, ``M = max_j (lb_w + sh)``.  With ``shift``,
+    ``sh = max_c x`` (every exponent ``<= 0``); without, ``sh = 0``, which saves
+    two passes and is exact whenever ``exp(x)`` is representable -- the caller
+    checks the totals and retries with ``shift``.  With ``buf`` (no autograd) the
+    ``(B, K, C)`` passes run in place in that buffer.
+    Returns ``(M (B,), A (B, C), tot (B,), row arg-max | None, state arg-max | None)``.
+    """
+    if buf is None:
+        x = scores + dur_w
+        sh = x.detach().amax(-1, keepdim=True) if shift else None
+        X = (x if sh is None else x - sh).exp() * P_w
+    else:
+        x = torch.add(scores, dur_w, out=buf)
+        sh = x.amax(-1, keepdim=True) if shift else None
+        X = (x if sh is None else x.sub_(sh)).exp_().mul_(P_w)
+    u = lb_w if sh is None else lb_w + sh.squeeze(-1)  # (B, K): log-scale of row j
+    M = u.detach().amax(1, keepdim=True)
+    A, kp = semiring.dot((u - M).exp(), X)
+    tot, lp = semiring.total(A)
+    return M.squeeze(1), A, tot, kp, lp
+
+
+def _forward(semiring, init, trans, dur, emit, lengths, dtype, shift=False):
+    """The semi-Markov forward recursion (module docstring) in ``semiring``.
+
+    Returns ``(score (B,), pointers)``; ``pointers`` is ``None`` for a semiring
+    without arg-max, else ``(k_ptr (B, T, C), c_ptr (B, T, C), last (B,))``:
+    ``k_ptr[:, t - 1, c]`` is the best row ``j`` (length ``K - j``) of
+    ``alpha_t(c)``, ``c_ptr[:, s, c]`` the best previous state of ``beta_s(c)``
+    (a segment starting at ``s``; ``0`` for ``s = 0``) and ``last`` the best
+    final state at each sequence's end.  The first pass exponentiates the
+    segment scores unshifted (:func:`_alpha`); if any step's total (inside its
+    sequence) is below ``sqrt(tiny)``, or any is not finite, the pass is redone
+    with per-row shifts.
+    """
+    B, T, K, C = emit.shape
+    dtype = dtype or emit.dtype
+    init, trans, dur, emit = (x.to(dtype) for x in (init, trans, dur, emit))
+    if lengths is None:
+        lengths = torch.full((B,), T, dtype=torch.long, device=emit.device)
+    if int(lengths.min()) < 1 or int(lengths.max()) > T:
+        raise ValueError(f"lengths must lie in 1..{T}")
+    inplace = not (torch.is_grad_enabled() and any(x.requires_grad for x in (init, trans, dur, emit)))
+    tiny = torch.finfo(dtype).tiny
+    # exp(trans - g): one scale g per batch, recovered in lb after each step
+    g = trans.detach().amax((-1, -2), keepdim=True)
+    exp_trans = (trans - g).exp()
+    g = g.reshape(-1, 1).squeeze(-1) if trans.dim() == 3 else g.reshape(())
+    dur_w = dur.transpose(-1, -2).flip(-2)  # dur_w[(b,) j, c] = dur[(b,) c, K - 1 - j]
+    i0 = _batched(init, B, 1)
+    i_max = i0.detach().amax(-1, keepdim=True)
+    betas = _Betas(B, T, K, C, emit, inplace)
+    betas.put(0, (i0 - i_max).exp(), torch.ones_like(i_max), i_max.squeeze(-1))
+    buf = emit.new_empty(B, K, C) if inplace else None
+    log_scale, totals, k_ptr, c_ptr, last = [], [], [], [], []
+    for t, scores in enumerate(_end_windows(emit), start=1):
+        P_w, lb_w = betas.window(t)
+        M, A, tot, kp, lp = _alpha(semiring, scores, dur_w, P_w, lb_w, buf, shift)
+        log_scale.append(M)
+        totals.append(tot)
+        k_ptr.append(kp)
+        last.append(lp)
+        if t < T:
+            U, cp = semiring.matmul(A, exp_trans)  # beta_t = exp(M + g) * U, and U <= tot
+            n = tot.detach().clamp_min(tiny)
+            betas.put(t, U, n.unsqueeze(1), M + n.log() + g)
+            c_ptr.append(cp)
+    totals = torch.stack(totals, 1)
+    inside = torch.arange(T, device=emit.device) < lengths[:, None]
+    if not shift and not (float(totals.detach()[inside].min()) > tiny**0.5 and bool(totals.detach().isfinite().all())):
+        # some unshifted exp(x) left the dtype's range: the dropped terms (each < tiny) are not negligible
+        # against a total below sqrt(tiny) (only read inside a sequence), or something overflowed (anywhere:
+        # it would turn the zero gradients past a sequence's end into NaN) -- redo with shifts
+        return _forward(semiring, init, trans, dur, emit, lengths, dtype, shift=True)
+    at = (torch.arange(B, device=emit.device), lengths - 1)
+    score = torch.stack(log_scale, 1)[at] + totals[at].clamp_min(tiny).log()
+    if k_ptr[0] is None:
+        return score, None
+    start_ptr = torch.stack([torch.zeros_like(k_ptr[0]), *c_ptr], 1)
+    return score, (torch.stack(k_ptr, 1), start_ptr, torch.stack(last, 1)[at])
 
 
 def log_partition(
@@ -89,30 +261,15 @@ def log_partition(
     emit: torch.Tensor,
     lengths: torch.Tensor | None = None,
     *,
-    stable: bool = True,
+    dtype: torch.dtype | None = torch.float64,
 ) -> torch.Tensor:
-    """Log-partition ``log sum_segmentations exp(score)`` per sequence, shape ``(B,)``."""
-    B, T, K, C = emit.shape
-    if lengths is None:
-        lengths = torch.full((B,), T, dtype=torch.long, device=emit.device)
-    if int(lengths.min()) < 1 or int(lengths.max()) > T:
-        raise ValueError(f"lengths must lie in 1..{T}")
-    S = _segment_end_scores(emit, dur)
-    exp_trans, col_max = _exp_trans(trans, stable)
-    beta0 = _batched(init, B, 1)
-    neg = emit.new_full((B, C), NEG)
-    window = [neg] * (K - 1) + [beta0]  # window[-1 - k] = beta_{t - 1 - k}
-    alphas = []
-    S_t = S.unbind(1)  # one backward node for all steps (S[:, t] would cost O(T) each)
-    for t in range(T):
-        stacked = torch.stack(window[::-1], dim=1)  # (B, K, C): k = 0 -> beta_{t}
-        alpha = torch.logsumexp(stacked + S_t[t], dim=1)  # alpha_{t+1}: segments ending at t + 1
-        alphas.append(alpha)
-        if t + 1 < T:
-            window = window[1:] + [_logmatmulexp(alpha, exp_trans, col_max)]
-    alpha_all = torch.stack(alphas, dim=1)  # (B, T, C)
-    final = alpha_all[torch.arange(B, device=emit.device), lengths - 1]
-    return torch.logsumexp(final, dim=-1)
+    """Log-partition ``log sum_segmentations exp(score)`` per sequence, shape ``(B,)``.
+
+    Computed (and returned) in ``dtype``: float64 by default; ``None`` keeps
+    ``emit``'s dtype (float32 is about twice as fast, with ``e^-87`` of range).
+    Differentiable: its gradients are the :func:`marginals`.
+    """
+    return _forward(LogSemiring, init, trans, dur, emit, lengths, dtype)[0]
 
 
 @dataclass
@@ -137,16 +294,20 @@ def marginals(
     emit: torch.Tensor,
     lengths: torch.Tensor | None = None,
     *,
-    stable: bool = True,
+    dtype: torch.dtype | None = torch.float64,
 ) -> Marginals:
-    """Per-sequence posterior marginals by autograd of :func:`log_partition`."""
+    """Per-sequence posterior marginals by autograd of :func:`log_partition`.
+
+    The factors are expanded to the batch first so each sequence gets its own
+    gradient; gradients come back in the inputs' dtypes.
+    """
     B = emit.shape[0]
     with torch.enable_grad():
         i = _batched(init, B, 1).detach().clone().requires_grad_(True)
         tr = _batched(trans, B, 2).detach().clone().requires_grad_(True)
         d = _batched(dur, B, 2).detach().clone().requires_grad_(True)
         e = emit.detach().clone().requires_grad_(True)
-        log_z = log_partition(i, tr, d, e, lengths, stable=stable)
+        log_z = log_partition(i, tr, d, e, lengths, dtype=dtype)
         grads = torch.autograd.grad(log_z.sum(), (i, tr, d, e), allow_unused=True)
     gi, gt, gd, ge = (torch.zeros_like(x) if g is None else g for g, x in zip(grads, (i, tr, d, e)))
     return Marginals(log_z.detach(), gi, gt, gd, ge)
@@ -158,8 +319,10 @@ def viterbi(
     dur: torch.Tensor,
     emit: torch.Tensor,
     lengths: torch.Tensor | None = None,
+    *,
+    dtype: torch.dtype | None = torch.float64,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Best segmentation per sequence.
+    """Best segmentation per sequence: :func:`_forward` in :class:`MaxSemiring`, then back-tracking.
 
     Returns ``(score (B,), states (B, T), starts (B, T) bool)``: ``states[b, t]``
     is the state of the segment covering token ``t`` (``-1`` past the end) and
@@ -170,25 +333,9 @@ def viterbi(
     if lengths is None:
         lengths = torch.full((B,), T, dtype=torch.long, device=dev)
     with torch.no_grad():
-        S = _segment_end_scores(emit, dur)
-        tr = _batched(trans, B, 2)
-        neg = emit.new_full((B, C), NEG)
-        window = [neg] * (K - 1) + [_batched(init, B, 1)]
-        alphas, best_k, best_prev = [], [], [torch.zeros(B, C, dtype=torch.long, device=dev)]
-        for t in range(T):
-            stacked = torch.stack(window[::-1], dim=1) + S[:, t]
-            alpha, k = stacked.max(dim=1)
-            alphas.append(alpha)
-            best_k.append(k)
-            if t + 1 < T:
-                beta, prev = (alpha.unsqueeze(-1) + tr).max(dim=1)  # over source state
-                best_prev.append(prev)
-                window = window[1:] + [beta]
-        alpha_all = torch.stack(alphas, 1)  # (B, T, C) ending at t + 1
-        bk = torch.stack(best_k, 1)  # (B, T, C)
-        bp = torch.stack(best_prev, 1)  # (B, T, C): bp[:, s] = best previous state for a segment starting at s
+        score, (k_ptr, c_ptr, state) = _forward(MaxSemiring, init, trans, dur, emit, lengths, dtype)
+        k_len = K - 1 - k_ptr  # row j holds length K - j
         ar = torch.arange(B, device=dev)
-        score, state = alpha_all[ar, lengths - 1].max(-1)
         states = torch.full((B, T), -1, dtype=torch.long, device=dev)
         starts = torch.zeros((B, T), dtype=torch.bool, device=dev)
         end = lengths.clone()  # exclusive end of the current segment
@@ -197,14 +344,11 @@ def viterbi(
             active = end > 0
             if not bool(active.any()):
                 break
-            e_idx = (end - 1).clamp_min(0)
-            k = bk[ar, e_idx, state]
-            start = end - k - 1
+            start = end - 1 - k_len[ar, (end - 1).clamp_min(0), state]
             cover = active[:, None] & (pos[None] >= start[:, None]) & (pos[None] < end[:, None])
             states = torch.where(cover, state[:, None], states)
             starts[ar[active], start[active]] = True
-            new_state = bp[ar, start.clamp_min(0), state]
-            state = torch.where(active & (start > 0), new_state, state)
+            state = torch.where(active & (start > 0), c_ptr[ar, start.clamp_min(0), state], state)
             end = torch.where(active, start, end)
     return score, states, starts
 
@@ -240,5 +384,4 @@ def edge_potentials(
     first = torch.full_like(body[:, 0], NEG)
     first[..., 0] = seg[:, 0] + i.unsqueeze(1)
     edge[:, 0, 1:] = first
-    # segments running past the end have NEG emissions already if the caller masked them
     return edge

@@ -1,15 +1,23 @@
-"""Benchmark: semi-Markov log-partition (and marginals), ours vs torch-struct.
+"""Benchmark: semi-Markov log-partition (and marginals), ours vs the matrix-product floor and torch-struct.
 
-    python -m experiments.benchmarks.hsmm_forward [--sizes 16,64,256,800] [--mem-gb 10] [--device cpu]
+    python -m experiments.benchmarks.hsmm_forward [--sizes 16,64,256,800] [--dtypes float64,float32] [--mem-gb 10]
 
-For ``B = 8, T = 400, K = 12`` (segment lengths 1..12) and each ``C``, times
-:func:`critics.hsmm.semimarkov.log_partition` forward and forward + backward
-(the backward *is* the marginals) and records peak memory.  Then probes
-``torch_struct.SemiMarkovCRF(edge, lengths).partition`` on the same equal-length
-batch, halving ``T`` (then ``B``) until its forward pass runs inside the memory
-limit, and times ours at that size too, printing the speed ratio of the
-log-partition (forward), the ratio of log-partition + marginals where
-torch-struct's backward fits too, and the largest difference in log Z.
+For ``B = 8, T = 400, K = 12`` (segment lengths 1..12) and each ``C``:
+
+* times :func:`critics.hsmm.semimarkov.log_partition` forward (no autograd)
+  and forward + backward (the backward *is* the marginals), with peak memory,
+  in each dtype, and in the same process the *matrix-product floor*: ``T``
+  products ``(B x C)(C x C)`` in the same dtype and threads, the work no linear
+  forward pass can skip.  ``ours/floor`` is the ratio of the two.
+* probes ``torch_struct.SemiMarkovCRF(edge, lengths).partition`` (torch-struct
+  0.5's parallel-prefix scan, shipped for GPUs) on the same equal-length batch
+  in float64, halving ``T`` (then ``B``) until its forward pass runs inside the
+  memory limit, times ours at that size too and prints the speed ratio of the
+  forward pass (and of forward + backward where torch-struct's fits) and the
+  largest difference in ``log Z``.
+* does the same for a *linear* scan over torch-struct's edge tensor
+  (:func:`_edge_scan`, a per-position ``logsumexp`` over ``(k, c_prev)``; the
+  fair CPU baseline, since torch-struct 0.5 comments its linear scan out).
 
 Every measurement runs in its own subprocess with ``RLIMIT_AS`` set to
 ``--mem-gb`` (and a time limit), so a size that wants terabytes fails with an
@@ -30,8 +38,34 @@ import time
 
 __all__ = ["main"]
 
+RATIO_NOTES = (
+    "ours/floor: our log Z time over the time of T (B x C)(C x C) matrix products alone "
+    "(same dtype, same threads, same process); 1.0 would be a forward pass costing nothing but its products.",
+    "torch-struct ratio: SemiMarkovCRF(edge).partition time over ours at the same (largest feasible) size; "
+    "> 1 means ours is faster.",
+    "edge-scan ratio: a linear logsumexp scan over torch-struct's edge tensor (B, T, K + 1, C, C) over ours "
+    "at the same size; > 1 means the factorised recursion is faster.",
+)
 
-def _worker(impl: str, B: int, T: int, K: int, C: int, device: str, threads: int, repeats: int) -> dict:
+
+def _edge_scan(edge):
+    """``log Z`` by a linear scan over torch-struct's edge tensor ``(B, N - 1, K + 1, C, C)``.
+
+    ``alpha_0 = 0``; ``alpha_m(c2) = logsumexp_{k = 1..K, c1} alpha_{m-k}(c1) + edge[m - k, k, c2, c1]``;
+    ``log Z = logsumexp_c alpha_{N-1}(c)`` (all sequences of full length).
+    """
+    import torch
+
+    B, N1, K1, C, _ = edge.shape
+    alphas = [edge.new_zeros(B, C)]
+    for m in range(1, N1 + 1):
+        ks = range(1, min(K1 - 1, m) + 1)
+        terms = torch.stack([edge[:, m - k, k] + alphas[m - k][:, None, :] for k in ks], 1)  # (B, k, c2, c1)
+        alphas.append(terms.logsumexp((1, 3)))
+    return alphas[-1].logsumexp(-1)
+
+
+def _worker(impl: str, B: int, T: int, K: int, C: int, device: str, threads: int, repeats: int, dtype: str) -> dict:
     import warnings
 
     import torch
@@ -40,12 +74,13 @@ def _worker(impl: str, B: int, T: int, K: int, C: int, device: str, threads: int
     from critics.hsmm import semimarkov as sm
 
     dev = torch.device(device)
+    dt = getattr(torch, dtype)
     g = torch.Generator().manual_seed(0)
-    init = torch.randn(C, generator=g).log_softmax(-1).to(dev)
-    trans = torch.randn(C, C, generator=g).log_softmax(-1).to(dev)
-    dur = torch.randn(C, K, generator=g).log_softmax(-1).to(dev)
-    emit = (torch.randn(B, T, K, C, generator=g) - 3).to(dev)
-    if impl == "torch_struct":
+    init = torch.randn(C, generator=g, dtype=torch.float64).log_softmax(-1).to(dev, dt)
+    trans = torch.randn(C, C, generator=g, dtype=torch.float64).log_softmax(-1).to(dev, dt)
+    dur = torch.randn(C, K, generator=g, dtype=torch.float64).log_softmax(-1).to(dev, dt)
+    emit = (torch.randn(B, T, K, C, generator=g, dtype=torch.float64) - 3).to(dev, dt)
+    if impl in ("torch_struct", "edge_scan"):
         import torch_struct
 
         edge = sm.edge_potentials(init, trans, dur, emit)  # (B, T, K + 1, C, C)
@@ -53,6 +88,11 @@ def _worker(impl: str, B: int, T: int, K: int, C: int, device: str, threads: int
         lengths = torch.full((B,), T + 1, device=dev)
 
         def run(backward: bool):
+            if impl == "edge_scan":
+                if backward:
+                    raise RuntimeError("not measured")
+                with torch.no_grad():
+                    return _edge_scan(edge)
             e = edge.detach().clone()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -63,7 +103,8 @@ def _worker(impl: str, B: int, T: int, K: int, C: int, device: str, threads: int
     else:
         def run(backward: bool):
             e = emit.detach().requires_grad_(backward)
-            z = sm.log_partition(init, trans, dur, e)
+            with torch.set_grad_enabled(backward):
+                z = sm.log_partition(init, trans, dur, e, dtype=dt)
             if backward:
                 torch.autograd.grad(z.sum(), e)
             return z
@@ -72,41 +113,46 @@ def _worker(impl: str, B: int, T: int, K: int, C: int, device: str, threads: int
         with open("/proc/self/statm") as fh:
             return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
 
+    def timed(fn) -> float:
+        best = float("inf")
+        for _ in range(repeats):
+            t = time.perf_counter()
+            fn()
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            best = min(best, time.perf_counter() - t)
+        return best
+
     if dev.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     base = rss_kb()
     out = {}
-    for name, backward in (("forward", False), ("forward_backward", True)):
-        best = float("inf")
-        try:
-            for _ in range(repeats):
-                t = time.perf_counter()
-                result = run(backward).detach()  # free the graph before the next repeat
-                if dev.type == "cuda":
-                    torch.cuda.synchronize()
-                best = min(best, time.perf_counter() - t)
-            if not backward:
-                z = result
-        except (RuntimeError, MemoryError) as exc:  # the backward alone may not fit
-            if not backward:
-                raise
-            out[f"{name}_why"] = str(exc).splitlines()[0][:160]
-            best = None
-        out[f"{name}_s"] = best
-    out["log_z"] = [float(v) for v in z.detach().double().cpu()]
+    z = run(False).detach()
+    out["forward_s"] = timed(lambda: run(False))
+    try:  # the backward alone may not fit
+        out["forward_backward_s"] = timed(lambda: run(True).detach())  # free the graph before the next repeat
+    except (RuntimeError, MemoryError) as exc:
+        out["forward_backward_s"], out["forward_backward_why"] = None, str(exc).splitlines()[0][:160]
+    out["log_z"] = [float(v) for v in z.double().cpu()]
     if dev.type == "cuda":
         out["peak_mem_gb"] = torch.cuda.max_memory_allocated() / 2**30
     else:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         out["peak_mem_gb"] = max(peak - base, 0) / 2**20
+    if impl == "ours":  # the matrix-product floor, same dtype, threads and process
+        a = torch.randn(B, C, generator=g, dtype=torch.float64).to(dev, dt)
+        m = trans.exp()
+        with torch.no_grad():
+            out["floor_s"] = timed(lambda: [a @ m for _ in range(T)])
+        out["ratio_floor"] = out["forward_s"] / out["floor_s"]
     return out
 
 
-def _measure(impl, B, T, K, C, args) -> dict:
+def _measure(impl, B, T, K, C, args, dtype="float64") -> dict:
     cmd = [sys.executable, "-m", "experiments.benchmarks.hsmm_forward", "--worker", impl,
            str(B), str(T), str(K), str(C), "--device", args.device, "--threads", str(args.threads),
-           "--repeats", str(args.repeats)]
+           "--repeats", str(args.repeats), "--dtypes", dtype]
     limit = int(args.mem_gb * 2**30)
 
     def limits():
@@ -123,10 +169,45 @@ def _measure(impl, B, T, K, C, args) -> dict:
     return {"ok": True, **json.loads(p.stdout.strip().splitlines()[-1])}
 
 
+def _probe(impl, B, T, K, C, args, row) -> tuple[dict | None, int, int]:
+    """Largest ``(B, T)`` at which ``impl`` runs: halve ``T`` at the full batch, then at ``B = 1``."""
+    for b in dict.fromkeys((B, 1)):
+        probes = [T >> i for i in range(T.bit_length()) if T >> i >= args.min_T]
+        if probes[-1] != args.min_T:
+            probes.append(args.min_T)  # halving may step over the smallest size
+        for t in probes:
+            res = _measure(impl, b, t, K, C, args)
+            if res["ok"]:
+                return res, b, t
+            row.setdefault(f"{impl}_failures", []).append({"B": b, "T": t, "why": res["why"]})
+    return None, B, T
+
+
+def _compare(impl, label, B, T, K, C, args, row, ours) -> str:
+    """Probe ``impl``, time ours at its size, record and describe the ratio."""
+    res, b, t = _probe(impl, B, T, K, C, args, row)
+    if res is None:
+        return f"C={C:<4} {label}: does not run at T >= {args.min_T} within {args.mem_gb:g} GiB"
+    same = ours if (b, t) == (B, T) else _measure("ours", b, t, K, C, args)
+    diff = max(abs(x - y) for x, y in zip(same["log_z"], res["log_z"]))
+    fb = res.get("forward_backward_s")
+    row[impl] = {"B": b, "T": t, **res, "ours_same_size": same, "ratio": res["forward_s"] / same["forward_s"],
+                 "ratio_forward_backward": None if fb is None else fb / same["forward_backward_s"],
+                 "max_abs_log_z_diff": diff}
+    text = (f"C={C:<4} {label} at B={b} T={t}: {res['forward_s']:.4f} s vs ours {same['forward_s']:.4f} s, "
+            f"ratio {row[impl]['ratio']:.1f}x")
+    if impl == "torch_struct":
+        text += (", fwd+bwd: out of memory" if fb is None else
+                 f", fwd+bwd {fb:.3f} s vs ours {same['forward_backward_s']:.4f} s, "
+                 f"ratio {row[impl]['ratio_forward_backward']:.1f}x")
+    return text + f"; max |dlogZ| {diff:.1e}"
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--worker", nargs=5, metavar=("IMPL", "B", "T", "K", "C"))
     ap.add_argument("--sizes", default="16,64,256,800", help="comma-separated C values")
+    ap.add_argument("--dtypes", default="float64,float32", help="dtypes for our forward pass and its floor")
     ap.add_argument("-B", type=int, default=8)
     ap.add_argument("-T", type=int, default=400)
     ap.add_argument("-K", type=int, default=12, help="longest segment")
@@ -134,56 +215,37 @@ def main(argv=None) -> dict:
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--min-T", type=int, default=4, help="smallest T probed for torch-struct")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--min-T", type=int, default=4, help="smallest T probed for torch-struct and the edge scan")
     ap.add_argument("--json", help="write the results here too")
     args = ap.parse_args(argv)
     if args.worker:
         impl, B, T, K, C = args.worker
-        res = _worker(impl, int(B), int(T), int(K), int(C), args.device, args.threads, args.repeats)
+        res = _worker(impl, int(B), int(T), int(K), int(C), args.device, args.threads, args.repeats, args.dtypes)
         print(json.dumps(res))
         return res
     rows = []
     B, T, K = args.B, args.T, args.K
-    print(f"semi-Markov log-partition (fwd) and + marginals (fwd+bwd), B={B}, T={T}, K={K}, device={args.device}, "
-          f"threads={args.threads}, memory limit {args.mem_gb:g} GiB per run")
-    print(f"{'C':>5} {'ours fwd s':>11} {'ours fwd+bwd s':>15} {'ours peak GiB':>14} | "
-          f"{'torch-struct largest':>22} {'ts fwd s':>9} {'ours fwd s':>11} {'fwd ratio':>10} "
-          f"{'ts fwd+bwd s':>13} {'fwd+bwd ratio':>14} {'max |dlogZ|':>12}")
+    dtypes = args.dtypes.split(",")
+    print(f"semi-Markov log Z (fwd) and + marginals (fwd+bwd), B={B}, T={T}, K={K}, device={args.device}, "
+          f"threads={args.threads}, memory limit {args.mem_gb:g} GiB per run, best of {args.repeats}")
+    for note in RATIO_NOTES:
+        print("  " + note)
     for C in [int(c) for c in args.sizes.split(",")]:
-        ours = _measure("ours", B, T, K, C, args)
-        row = {"C": C, "B": B, "T": T, "K": K, "ours": ours}
-        ts, ts_B, ts_T = None, B, T
-        for ts_B in dict.fromkeys((B, 1)):  # halve T at the full batch, then at B = 1
-            probes = [T >> i for i in range(T.bit_length()) if T >> i >= args.min_T]
-            if probes[-1] != args.min_T:
-                probes.append(args.min_T)  # halving may step over the smallest size
-            for ts_T in probes:
-                ts = _measure("torch_struct", ts_B, ts_T, K, C, args)
-                if ts["ok"]:
-                    break
-                row.setdefault("torch_struct_failures", []).append({"B": ts_B, "T": ts_T, "why": ts["why"]})
-            if ts is not None and ts["ok"]:
-                break
-        if ts is not None and ts["ok"]:
-            same = ours if (ts_T, ts_B) == (T, B) else _measure("ours", ts_B, ts_T, K, C, args)
-            diff = max(abs(a - b) for a, b in zip(same["log_z"], ts["log_z"]))
-            fb = ts.get("forward_backward_s")
-            row.update(torch_struct={"B": ts_B, "T": ts_T, **ts}, ours_same_size=same,
-                       speedup=ts["forward_s"] / same["forward_s"],
-                       speedup_forward_backward=None if fb is None else fb / same["forward_backward_s"],
-                       max_abs_log_z_diff=diff)
-            fb_cols = (f"{'out of memory':>13} {'-':>14}" if fb is None else
-                       f"{fb:>13.3f} {row['speedup_forward_backward']:>13.1f}x")
-            ts_cols = (f"{f'B={ts_B} T={ts_T}':>22} {ts['forward_s']:>9.3f} {same['forward_s']:>11.4f} "
-                       f"{row['speedup']:>9.1f}x {fb_cols} {diff:>12.2e}")
-        else:
-            ts_cols = f"{'none (T >= ' + str(args.min_T) + ')':>22} {'-':>9} {'-':>11} {'-':>10} {'-':>13} {'-':>14} {'-':>12}"
+        row = {"C": C, "B": B, "T": T, "K": K, "ours": {}}
+        for dt in dtypes:
+            o = row["ours"][dt] = _measure("ours", B, T, K, C, args, dt)
+            if not o["ok"]:
+                print(f"C={C:<4} {dt}: ours failed: {o['why']}", flush=True)
+                continue
+            fb = o["forward_backward_s"]
+            print(f"C={C:<4} {dt}: ours log Z {o['forward_s']:.4f} s (+ marginals "
+                  f"{'-' if fb is None else f'{fb:.3f}'} s, peak {o['peak_mem_gb']:.2f} GiB); "
+                  f"floor {o['floor_s']:.4f} s; ours/floor {o['ratio_floor']:.2f}x", flush=True)
+        ours = row["ours"].get("float64", {"ok": False})
         if ours["ok"]:
-            o = f"{ours['forward_s']:>11.3f} {ours['forward_backward_s']:>15.3f} {ours['peak_mem_gb']:>14.2f}"
-        else:
-            o = f"{'failed: ' + ours['why'][:30]:>42}"
-        print(f"{C:>5} {o} | {ts_cols}", flush=True)
+            print(_compare("torch_struct", "torch-struct partition (float64)", B, T, K, C, args, row, ours), flush=True)
+            print(_compare("edge_scan", "linear edge scan (float64)", B, T, K, C, args, row, ours), flush=True)
         rows.append(row)
     result = {"B": B, "T": T, "K": K, "device": args.device, "threads": args.threads, "mem_gb": args.mem_gb, "rows": rows}
     if args.json:
