@@ -2,18 +2,25 @@
 
 ``critic list``, ``critic fit``, ``critic score``, ``critic compare``,
 ``critic outliers``, ``critic run CONFIG.toml``, ``critic data build CORPUS``,
-plus commands that plugins add (``add_commands(subparsers)`` in a module of
-the ``critic.plugins`` entry-point group).
+``critic data convert FORMAT``, plus commands that plugins add
+(``add_commands(subparsers)`` in a module of the ``critic.plugins`` entry-point
+group).
+
+Bad input is never a traceback: an unreadable file, a malformed document, a
+config that does not fit its runner's schema, a damaged saved critic or an
+absent device prints one ``critic: error: ...`` line naming the file (and the
+line or document where there is one) and exits with status 2; Ctrl-C prints
+``critic: interrupted`` and exits with 130 (every output is written
+atomically, so a rerun resumes).  ``critic --debug ...`` re-raises instead,
+for bugs.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import random
 import sys
-import tomllib
 from pathlib import Path
 from typing import Sequence
 
@@ -21,12 +28,21 @@ import numpy as np
 import torch
 
 from . import registry
+from .config import ConfigError, check_config, check_params, line_of, read_toml
 from .critic import Critic, resolve_device
 from .criticism import criticize
-from .document import DocumentError, read_jsonl
+from .document import read_jsonl
+from .io import atomic_open
 from .report import outliers_table, write_report
 
-__all__ = ["main", "build_parser", "seed_everything"]
+__all__ = ["main", "build_parser", "seed_everything", "EXIT_ERROR", "EXIT_INTERRUPTED"]
+
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+_USER_ERRORS = (ValueError, KeyError, OSError, RuntimeError, EOFError)
+"""What bad input raises (DocumentError, ConfigError, CriticLoadError, JSON and TOML decode errors are
+ValueErrors; a missing file is an OSError; an absent device a RuntimeError)."""
 
 
 def seed_everything(seed: int) -> None:
@@ -36,9 +52,24 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda[:N]; never a silent fallback")
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors also name the plugins that failed to import
+    (their commands and critics are missing, and this is why)."""
+
+    def error(self, message: str):
+        for name, err in registry.plugin_errors().items():
+            message += f"\nnote: plugin {name!r} failed to import ({err})"
+        super().error(message)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+    return value
 
 
 def _named_file(text: str) -> tuple[str, Path]:
@@ -48,138 +79,165 @@ def _named_file(text: str) -> tuple[str, Path]:
     return name, Path(path)
 
 
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda[:N]; never a silent fallback")
+
+
 # ------------------------------------------------------------------ commands
 def cmd_list(args) -> int:
-    critics = registry.list_critics()
-    metrics = registry.list_metrics()
     print("Critics:")
-    for name, cls in critics.items():
+    for name, cls in registry.list_critics().items():
         doc = (cls.__doc__ or "").strip().splitlines()
-        print(f"  {name:<16} {doc[0] if doc else ''}")
+        print(f"  {name:<18} {doc[0] if doc else ''}")
     print("Metrics:")
-    for name, entry in metrics.items():
-        print(f"  {name:<16} {entry.description}")
+    for name, entry in registry.list_metrics().items():
+        print(f"  {name:<18} {entry.description}")
+    print("Corpora (critic data build):")
+    for name, entry in registry.list_corpora().items():
+        print(f"  {name:<18} {entry.description}")
     for name, err in registry.plugin_errors().items():
-        print(f"Plugin {name!r} could not be loaded: {err}", file=sys.stderr)
+        print(f"critic: plugin {name!r} could not be loaded: {err}", file=sys.stderr)
     return 0
 
 
-def _critic_params(cls: type, args) -> dict:
-    params = {}
-    if getattr(args, "params", None):
-        params.update(json.loads(args.params))
-    import inspect
+def _params(cls: type, text: str | None) -> dict:
+    """``--params`` JSON, checked against the critic's settings."""
+    if not text:
+        return {}
+    try:
+        params = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--params: invalid JSON ({exc.msg} at column {exc.colno}): {text!r}") from None
+    return check_params(cls, params, where="--params")
 
-    if "device" in inspect.signature(cls.__init__).parameters:
-        params.setdefault("device", args.device)
-    return params
+
+def _writable_dir(path: Path, marker: str, what: str) -> None:
+    """Refuse to replace anything at ``path`` but an empty directory or an earlier ``what``."""
+    if path.exists() and (not path.is_dir() or (any(path.iterdir()) and not (path / marker).is_file())):
+        raise ValueError(f"{path}: exists and is not {what}; refusing to replace it (choose another --out)")
 
 
 def cmd_fit(args) -> int:
     cls = registry.get_critic(args.critic)
-    critic = cls(**_critic_params(cls, args))
+    params = _params(cls, args.params)
+    _writable_dir(args.out, "critic.json", "a saved critic")
     train = read_jsonl(args.train)
     valid = read_jsonl(args.valid) if args.valid else None
-    critic.fit(train, validation=valid)
-    critic.save(args.out)
+    cls(**params).to(args.device).fit(train, validation=valid).save(args.out)
     print(f"fitted {args.critic} on {len(train)} documents; saved to {args.out}")
     return 0
 
 
-def _load(args) -> Critic:
-    critic = Critic.load(args.critic_dir)
-    if hasattr(critic, "device"):
-        critic.device = args.device
-    return critic
-
-
 def cmd_score(args) -> int:
-    critic = _load(args)
-    scores = critic.score(read_jsonl(args.input), progress=True)
-    out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout
-    try:
-        for doc_id, t, m in zip(scores.doc_ids, scores.latent_nll, scores.latent_steps):
-            row = {"id": doc_id, "latent_nll": float(t), "latent_steps": float(m),
-                   "latent_nll_per_step": float(t / m), "unknown": scores.unknown.get(doc_id, 0)}
-            out.write(json.dumps(row) + "\n")
-        for doc_id, reason in scores.skipped.items():
-            out.write(json.dumps({"id": doc_id, "skipped": reason}) + "\n")
-    finally:
-        if out is not sys.stdout:
-            out.close()
+    critic = Critic.load(args.critic_dir, device=args.device)
+    scores = critic.score(read_jsonl(args.input), progress=True, seed=args.seed)
+    rows = [{"id": doc_id, "latent_nll": float(t), "latent_steps": float(m), "latent_nll_per_step": float(t / m),
+             "unknown": scores.unknown.get(doc_id, 0)}
+            for doc_id, t, m in zip(scores.doc_ids, scores.latent_nll, scores.latent_steps)]
+    rows += [{"id": doc_id, "skipped": reason} for doc_id, reason in scores.skipped.items()]
+    text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    if args.out:
+        with atomic_open(args.out) as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text)
     if scores.skipped:
         print(f"{len(scores.skipped)} document(s) could not be projected (see 'skipped' lines)", file=sys.stderr)
     return 0
 
 
+def _candidates(named: Sequence[tuple[str, Path]], reference_name: str) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for name, path in named:
+        if name == reference_name:
+            raise ValueError(f"--candidate {name}={path}: {name!r} is the reference set's name; choose another")
+        if name in out:
+            raise ValueError(f"--candidate {name}={path}: the name {name!r} is already used for {out[name]}")
+        out[name] = path
+    return out
+
+
 def cmd_compare(args) -> int:
-    critic = _load(args)
+    named = _candidates(args.candidate, "reference")
+    critic = Critic.load(args.critic_dir, device=args.device)
     reference = read_jsonl(args.reference)
-    candidates = {name: read_jsonl(path) for name, path in args.candidate}
-    result = criticize(critic, reference, candidates, n_bootstrap=args.n_bootstrap, seed=args.seed,
+    candidates = {name: read_jsonl(path) for name, path in named.items()}
+    paths = {"reference": args.reference, **named}
+    result = criticize(critic, reference, candidates, paths=paths, n_bootstrap=args.n_bootstrap, seed=args.seed,
                        progress=True)
-    paths = write_report(result, args.out, top=args.top)
+    written = write_report(result, args.out, top=args.top)
     print(result)
-    print(f"\nwrote {', '.join(str(p) for p in paths.values())}")
+    print(f"\nwrote {', '.join(str(p) for p in written.values())}")
     return 0
 
 
 def cmd_outliers(args) -> int:
-    critic = _load(args)
+    critic = Critic.load(args.critic_dir, device=args.device)
     result = criticize(critic, read_jsonl(args.reference), {"input": read_jsonl(args.input)},
+                       paths={"reference": args.reference, "input": args.input},
                        n_bootstrap=args.n_bootstrap, seed=args.seed)
     print(outliers_table(result, top=args.top, name="input"))
     return 0
 
 
-def load_runner(spec: str):
-    module, sep, func = spec.partition(":")
-    if not sep:
-        raise ValueError(f"runner must look like 'package.module:function', got {spec!r}")
-    return getattr(importlib.import_module(module), func)
-
-
 def cmd_run(args) -> int:
     path = Path(args.config)
-    with open(path, "rb") as fh:
-        config = tomllib.load(fh)
-    if "runner" not in config:
-        raise ValueError(f"{path}: no top-level 'runner = \"module:function\"' key")
+    data, text = read_toml(path)
+    spec = data.get("runner")
+    line = line_of(text, None, "runner")
+    where = f"{path}:{line}" if line else str(path)
+    if not isinstance(spec, str):
+        raise ConfigError(f"{where}: needs a top-level key runner = \"package.module:function\" (or a runner name)"
+                          + ("" if spec is None else f", got {spec!r}"))
+    try:
+        runner = registry.get_runner(spec)
+    except (ValueError, KeyError) as exc:
+        raise ConfigError(f"{where}: {exc.args[0]}") from None
+    config = check_config(data, runner.schema, where=str(path), text=text, allowed=("runner",))
     out = Path(args.out) if args.out else Path("runs") / path.stem
     out.mkdir(parents=True, exist_ok=True)
-    config.setdefault("config_path", str(path))
-    load_runner(config["runner"])(config, out=out, seed=args.seed, device=args.device)
+    runner.fn(config, out=out, seed=args.seed, device=args.device)
     return 0
 
 
 def cmd_data_build(args) -> int:
-    if args.corpus != "manpages":
-        raise ValueError(f"unknown corpus {args.corpus!r} (known: manpages)")
-    from .corpora.manpages import build_manpages
-
-    report = build_manpages(args.out, root=Path(args.root), install=not args.no_install)
+    corpus = registry.get_corpus(args.corpus)
+    options = {"install": not args.no_install}
+    if args.root is not None:
+        options["root"] = Path(args.root)
+    report = corpus.build(args.out, **options)
     print(json.dumps(report.counts))
+    for new_id, old_id in list(getattr(report, "renamed", {}).items())[:5]:
+        print(f"critic: renamed a repeated document id {old_id!r} to {new_id!r}", file=sys.stderr)
     return 0
 
 
 def cmd_data_convert(args) -> int:
     from collections import Counter
 
-    from .document import write_jsonl
+    from .corpora.ids import unique_ids
+    from .document import DocumentError, write_jsonl
 
     if args.format == "cohan":
         from .corpora.cohan import iter_cohan
 
         docs = list(iter_cohan(args.input))
         report: dict = {"kept": len(docs)}
-    elif args.format == "wikipedia":
+    else:
         from .corpora.wikipedia import iter_wikipedia
 
         counter: Counter = Counter()
         docs = list(iter_wikipedia(args.input, counter))
         report = dict(counter)
-    else:
-        raise ValueError(f"unknown format {args.format!r} (known: cohan, wikipedia)")
+    if not docs:
+        raise DocumentError(f"{args.input}: no documents to convert"
+                            + (f" (skipped: {json.dumps(report)})" if report else ""))
+    docs, renamed = unique_ids(docs)
+    if renamed:
+        report["renamed duplicate ids"] = len(renamed)
+        for new_id, old_id in list(renamed.items())[:5]:
+            print(f"critic: {args.input}: repeated document id {old_id!r} written as {new_id!r}", file=sys.stderr)
     write_jsonl(docs, args.out)
     print(json.dumps(report))
     return 0
@@ -187,10 +245,11 @@ def cmd_data_convert(args) -> int:
 
 # ------------------------------------------------------------------ parser
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="critic", description="Model criticism in latent space.")
+    parser = _Parser(prog="critic", description="Model criticism in latent space.")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of any error (for bug reports)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("list", help="list critics and metrics")
+    p = sub.add_parser("list", help="list critics, metrics and corpora")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("fit", help="fit a critic on real documents and save it")
@@ -214,8 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reference", required=True, type=Path)
     p.add_argument("--candidate", action="append", type=_named_file, default=[], metavar="NAME=FILE")
     p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--top", type=int, default=10)
-    p.add_argument("--n-bootstrap", type=int, default=1000)
+    p.add_argument("--top", type=_positive_int, default=10)
+    p.add_argument("--n-bootstrap", type=_positive_int, default=1000)
     _common(p)
     p.set_defaults(func=cmd_compare)
 
@@ -223,24 +282,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("critic_dir", type=Path)
     p.add_argument("--reference", required=True, type=Path)
     p.add_argument("--input", required=True, type=Path)
-    p.add_argument("--top", type=int, default=10)
-    p.add_argument("--n-bootstrap", type=int, default=200)
+    p.add_argument("--top", type=_positive_int, default=10)
+    p.add_argument("--n-bootstrap", type=_positive_int, default=200)
     _common(p)
     p.set_defaults(func=cmd_outliers)
 
-    p = sub.add_parser("run", help="run an experiment from a TOML config")
+    p = sub.add_parser("run", help="run an experiment from a TOML config (stages resume when unchanged)")
     p.add_argument("config", type=Path)
-    p.add_argument("--out", type=Path)
+    p.add_argument("--out", type=Path, help="run directory (default runs/CONFIG-NAME)")
     _common(p)
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("data", help="build corpora")
+    p = sub.add_parser("data", help="build or convert corpora")
     data_sub = p.add_subparsers(dest="data_command", required=True)
     b = data_sub.add_parser("build", help="build a corpus into train/valid/test JSONL")
-    b.add_argument("corpus", help="manpages")
+    b.add_argument("corpus", help="registered corpus name (see `critic list`): manpages")
     b.add_argument("--out", required=True, type=Path)
-    b.add_argument("--root", default="/usr/share/man", help="man page root (default /usr/share/man)")
-    b.add_argument("--no-install", action="store_true", help="never apt-get install missing pages")
+    b.add_argument("--root", default=None, help="source root (manpages: default /usr/share/man)")
+    b.add_argument("--no-install", action="store_true", help="never apt-get install missing sources")
     b.set_defaults(func=cmd_data_build)
     c = data_sub.add_parser("convert", help="convert a corpus format users bring into document JSONL")
     c.add_argument("format", choices=["cohan", "wikipedia"],
@@ -255,18 +314,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, KeyError) and exc.args:
+        return str(exc.args[0])
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"{exc.filename2 or exc.filename}: {exc.strerror}"  # a rename names its target second
+    return str(exc) or type(exc).__name__
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run the command line; returns the exit status (0, 2 for bad input or usage, 130 on Ctrl-C)."""
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     try:
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # usage errors (status 2) and --help (0)
+            return exc.code if isinstance(exc.code, int) else EXIT_ERROR
         if hasattr(args, "device"):
             resolve_device(args.device)
         if hasattr(args, "seed"):
             seed_everything(args.seed)
         return int(args.func(args) or 0)
-    except (DocumentError, ValueError, KeyError, FileNotFoundError, RuntimeError) as exc:
-        print(f"critic: error: {exc}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print("critic: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except _USER_ERRORS as exc:
+        if debug:
+            raise
+        print(f"critic: error: {_message(exc)}", file=sys.stderr)
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":  # pragma: no cover

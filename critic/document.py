@@ -13,12 +13,14 @@ the document id.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-__all__ = ["Section", "Document", "DocumentError", "read_jsonl", "iter_jsonl", "write_jsonl"]
+__all__ = ["Section", "Document", "DocumentError", "read_jsonl", "iter_jsonl", "write_jsonl",
+           "documents_sha256"]
 
 
 class DocumentError(ValueError):
@@ -72,31 +74,66 @@ class Document:
 
     @classmethod
     def from_dict(cls, obj: Any, *, where: str = "<dict>") -> "Document":
-        """Build a document from its JSON object, raising :class:`DocumentError` on bad shape."""
+        """Build a document from its JSON object, raising :class:`DocumentError` on bad shape.
+
+        Every field is checked, none is guessed or dropped: ``id`` a non-empty
+        string (an integer is read as its digits), ``sections`` a list of
+        objects with a string ``text`` and an optional string ``title``,
+        ``title`` a string or absent, ``metadata`` an object; any other key is
+        an error (extra fields belong under ``metadata``).
+        """
         if not isinstance(obj, dict):
             raise DocumentError(f"{where}: expected a JSON object, got {type(obj).__name__}")
         doc_id = obj.get("id")
         if not isinstance(doc_id, (str, int)) or isinstance(doc_id, bool) or str(doc_id) == "":
             raise DocumentError(f"{where}: document has no 'id' (a non-empty string)")
         doc_id = str(doc_id)
+        _no_unknown_keys(obj, _DOCUMENT_KEYS, f"{where}: document {doc_id!r}")
         sections = obj.get("sections")
         if not isinstance(sections, list):
-            raise DocumentError(f"{where}: document {doc_id!r} has no 'sections' list")
-        parsed = []
-        for k, sec in enumerate(sections):
-            if not isinstance(sec, dict) or not isinstance(sec.get("text", ""), str):
-                raise DocumentError(f"{where}: document {doc_id!r} section {k} must be an object "
-                                    "with a string 'text'")
-            title = sec.get("title")
-            if title is not None and not isinstance(title, str):
-                raise DocumentError(f"{where}: document {doc_id!r} section {k} has a non-string title")
-            parsed.append(Section(title=title, text=sec.get("text", "")))
+            raise DocumentError(f"{where}: document {doc_id!r} has no 'sections' list"
+                                + (f" ('sections' is a {_json_type(sections)})" if "sections" in obj else ""))
+        parsed = [_section(sec, f"{where}: document {doc_id!r} section {k}") for k, sec in enumerate(sections)]
         title = obj.get("title")
-        metadata = obj.get("metadata") or {}
+        if title is not None and not isinstance(title, str):
+            raise DocumentError(f"{where}: document {doc_id!r} has a non-string title ({_json_type(title)})")
+        metadata = obj.get("metadata")
+        metadata = {} if metadata is None else metadata
         if not isinstance(metadata, dict):
             raise DocumentError(f"{where}: document {doc_id!r} has non-object 'metadata'")
-        return cls(id=doc_id, sections=tuple(parsed), title=title if isinstance(title, str) else None,
-                   metadata=metadata)
+        return cls(id=doc_id, sections=tuple(parsed), title=title, metadata=metadata)
+
+
+_DOCUMENT_KEYS = ("id", "title", "sections", "metadata")
+_SECTION_KEYS = ("title", "text")
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "object", list: "list", str: "string", bool: "boolean", int: "number", float: "number",
+            type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _no_unknown_keys(obj: dict, known: tuple[str, ...], where: str) -> None:
+    import difflib
+
+    for key in obj:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}?" if close else "extra fields belong under 'metadata'"
+            raise DocumentError(f"{where} has an unknown key {key!r} ({hint}); known keys: {', '.join(known)}")
+
+
+def _section(sec: Any, where: str) -> Section:
+    if not isinstance(sec, dict):
+        raise DocumentError(f"{where} must be an object with a string 'text', got a {_json_type(sec)}")
+    _no_unknown_keys(sec, _SECTION_KEYS, where)
+    text, title = sec.get("text"), sec.get("title")
+    if not isinstance(text, str):
+        raise DocumentError(f"{where} must have a string 'text', got "
+                            + (f"a {_json_type(text)}" if "text" in sec else "none"))
+    if title is not None and not isinstance(title, str):
+        raise DocumentError(f"{where} has a non-string title ({_json_type(title)})")
+    return Section(title=title, text=text)
 
 
 def iter_jsonl(path: str | Path) -> Iterator[Document]:
@@ -136,11 +173,18 @@ def read_jsonl(path: str | Path) -> list[Document]:
 
 def write_jsonl(docs: Iterable[Document], path: str | Path) -> Path:
     """Write documents as JSONL (UTF-8, one object per line); returns the path."""
+    from .io import atomic_open
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with atomic_open(path) as fh:
         for doc in docs:
             fh.write(json.dumps(doc.to_dict(), ensure_ascii=False) + "\n")
-    tmp.replace(path)
     return path
+
+
+def documents_sha256(docs: Iterable[Document]) -> str:
+    """SHA-256 of documents as the JSONL :func:`write_jsonl` writes (their provenance in results)."""
+    digest = hashlib.sha256()
+    for doc in docs:
+        digest.update((json.dumps(doc.to_dict(), ensure_ascii=False) + "\n").encode("utf-8"))
+    return digest.hexdigest()

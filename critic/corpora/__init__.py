@@ -1,1 +1,11 @@
-"""Corpus builders and adapters: real sectioned documents from formats users bring."""
+"""Corpus builders and adapters: real sectioned documents from formats users bring.
+
+Importing this package registers the built-in corpus builders with
+:func:`critic.registry.register_corpus` (``critic data build NAME``).
+"""
+
+from ..registry import register_corpus
+from .manpages import build_manpages
+
+register_corpus("manpages", build_manpages,
+                "Linux man pages (Debian manpages + manpages-dev), one document per page, .SH sections")

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from ..document import Document, DocumentError, Section, write_jsonl
+from ..io import atomic_write_text
+from .ids import unique_ids
 
 __all__ = ["parse_roff", "find_manpage_files", "load_manpages", "split_of", "build_manpages",
            "ensure_manpages_installed", "BuildReport"]
@@ -142,7 +144,10 @@ def _page_name(path: Path) -> str:
 def _read_source(path: Path) -> str:
     data = path.read_bytes()
     if path.suffix == ".gz":
-        data = gzip.decompress(data)
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:  # not gzip, or truncated
+            raise DocumentError(f"{path}: damaged gzip file ({type(exc).__name__}: {exc})") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -155,9 +160,11 @@ class BuildReport:
 
     counts: dict[str, int] = field(default_factory=dict)
     excluded: dict[str, str] = field(default_factory=dict)
+    renamed: dict[str, str] = field(default_factory=dict)
+    """Pages whose name repeats another's (``x.1`` and ``x.1.gz``): new id -> page name."""
 
     def to_dict(self) -> dict:
-        return {"counts": self.counts, "excluded": self.excluded}
+        return {"counts": self.counts, "excluded": self.excluded, "renamed": self.renamed}
 
 
 def load_manpages(files: Iterable[Path], report: BuildReport | None = None) -> list[Document]:
@@ -190,17 +197,23 @@ def split_of(doc_id: str, *, valid_fraction: float = 0.1, test_fraction: float =
 
 def build_manpages(out: str | Path, *, root: str | Path = MAN_ROOT, install: bool = True,
                    valid_fraction: float = 0.1, test_fraction: float = 0.1) -> BuildReport:
-    """Write ``out/{train,valid,test}.jsonl`` and ``out/build.json`` from the man pages."""
+    """Write ``out/{train,valid,test}.jsonl`` and ``out/build.json`` from the man pages.
+
+    Two files with the same page name keep both pages: the second is renamed
+    (``open.2#2``) and listed in the report.
+    """
     import json
 
     root = Path(root)
     if install and root == MAN_ROOT:
         ensure_manpages_installed(root)
+    if not root.is_dir():
+        raise DocumentError(f"{root}: no such directory (the man page root)")
     files = find_manpage_files(root)
     if not files:
         raise DocumentError(f"{root}: no man page files found")
     report = BuildReport()
-    docs = load_manpages(files, report)
+    docs, report.renamed = unique_ids(load_manpages(files, report))
     splits: dict[str, list[Document]] = {"train": [], "valid": [], "test": []}
     for doc in docs:
         splits[split_of(doc.id, valid_fraction=valid_fraction, test_fraction=test_fraction)].append(doc)
@@ -210,7 +223,8 @@ def build_manpages(out: str | Path, *, root: str | Path = MAN_ROOT, install: boo
         report.counts[name] = len(part)
     report.counts["files"] = len(files)
     report.counts["excluded"] = len(report.excluded)
-    (out / "build.json").write_text(json.dumps(report.to_dict(), indent=1) + "\n", encoding="utf-8")
+    report.counts["renamed"] = len(report.renamed)
+    atomic_write_text(out / "build.json", json.dumps(report.to_dict(), indent=1) + "\n")
     return report
 
 

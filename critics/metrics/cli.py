@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 
 __all__ = ["add_commands", "metric_main", "setup_main"]
@@ -31,35 +30,103 @@ _ORDERING = ("pmr", "position_accuracy", "kendall_tau", "wlcs_l", "rouge_w")
 _FLUENCY = ("fluency_a1", "fluency_a2", "nce", "perplexity", "slor", "wpslor")
 
 
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x.strip()]
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"{flag}: expected comma-separated integers, got {text!r}") from None
 
 
-def _floats(text: str) -> list[float]:
-    return [float(x) for x in text.split(",") if x.strip()]
+def _floats(text: str, flag: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
 
 
-def _read_jsonl(path: str) -> list[dict]:
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+def _read_jsonl(path: str) -> list[tuple[str, dict]]:
+    """``(where, record)`` per non-blank line; errors name the file and line."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{p}: no such file")
+    records = []
+    with open(p, "rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            where = f"{p}:{lineno}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{where}: line is not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+            if not isinstance(rec, dict):
+                raise ValueError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+            records.append((where, rec))
+    if not records:
+        raise ValueError(f"{p}: file holds no records")
+    return records
 
 
-def _units(rec: dict) -> list[str]:
+def _int_list(where: str, rec: dict, key: str) -> list[int]:
+    value = rec.get(key)
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise ValueError(f"{where}: {key!r} must be a list of integers, got "
+                         + ("nothing" if key not in rec else repr(value)[:60]))
+    return value
+
+
+def _strings(where: str, value, what: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{where}: {what} must be a list of strings")
+    return value
+
+
+def _units(where: str, rec: dict) -> list[str]:
+    """A document's units: ``sentences``, else one per section's ``text``, else ``text`` as one unit."""
     if "sentences" in rec:
-        return [str(s) for s in rec["sentences"]]
+        return _strings(where, rec["sentences"], "'sentences'")
     if "sections" in rec:
-        return [s["text"] if isinstance(s, dict) else str(s) for s in rec["sections"]]
+        sections = rec["sections"]
+        if not isinstance(sections, list):
+            raise ValueError(f"{where}: 'sections' must be a list")
+        texts = [s.get("text") if isinstance(s, dict) else s for s in sections]
+        return _strings(where, texts, "'sections' (objects with a string 'text', or strings)")
     if "text" in rec:
+        if not isinstance(rec["text"], str):
+            raise ValueError(f"{where}: 'text' must be a string")
         return [rec["text"]]
-    raise ValueError(f"record has none of sentences/sections/text: {sorted(rec)}")
+    raise ValueError(f"{where}: record has none of sentences/sections/text: {sorted(rec)}")
+
+
+def _documents(path: str) -> list[list[str]]:
+    return [_units(where, rec) for where, rec in _read_jsonl(path)]
 
 
 def _lines(path: str) -> list[str]:
-    return [ln.strip() for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln.strip()]
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{p}: no such file")
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        raise ValueError(f"{p}: file holds no sentences")
+    return lines
 
 
 def _n(text: str):
-    return math.inf if text in ("inf", "infinity") else int(text)
+    if text in ("inf", "infinity"):
+        return math.inf
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"--n: expected an integer or 'inf', got {text!r}") from None
 
 
 def _emit(obj) -> int:
@@ -68,33 +135,40 @@ def _emit(obj) -> int:
 
 
 def metric_main(args) -> int:
+    from critic.config import suggest
+
     from . import METRICS
     from .ordering import ordering_scores
 
     name = args.name
     if name not in METRICS:
-        print(f"unknown metric {name!r}; `critic list` shows them", file=sys.stderr)
-        return 2
+        raise ValueError(f"unknown metric {name!r}{suggest(name, list(METRICS))}; `critic list` shows them")
     if name in _ORDERING:
         if args.jsonl:
             recs = _read_jsonl(args.jsonl)
-            preds, golds = [r["pred"] for r in recs], [r["gold"] for r in recs]
+            preds = [_int_list(where, r, "pred") for where, r in recs]
+            golds = [_int_list(where, r, "gold") for where, r in recs]
+            for (where, _), p, g in zip(recs, preds, golds):
+                try:
+                    ordering_scores([p], [g], metrics=[name])
+                except ValueError as exc:
+                    raise ValueError(f"{where}: {exc}") from None
         elif args.pred and args.gold:
-            preds, golds = [_ints(args.pred)], [_ints(args.gold)]
+            preds, golds = [_ints(args.pred, "--pred")], [_ints(args.gold, "--gold")]
         else:
-            raise SystemExit("give --pred and --gold, or --jsonl")
+            raise ValueError("give --pred and --gold, or --jsonl")
         out = ordering_scores(preds, golds, metrics=[name])
         return _emit({"metric": name, "value": out[name], "n": out["n"]})
     if name in ("pdd", "pdd_normalized"):
         from .pdd import pdd
 
         if args.pred_jsonl and args.gold_jsonl:
-            pred = [r["labels"] for r in _read_jsonl(args.pred_jsonl)]
-            gold = [r["labels"] for r in _read_jsonl(args.gold_jsonl)]
+            pred = [_int_list(where, r, "labels") for where, r in _read_jsonl(args.pred_jsonl)]
+            gold = [_int_list(where, r, "labels") for where, r in _read_jsonl(args.gold_jsonl)]
         elif args.pred and args.gold:
-            pred, gold = _ints(args.pred), _ints(args.gold)
+            pred, gold = _ints(args.pred, "--pred"), _ints(args.gold, "--gold")
         else:
-            raise SystemExit("give --pred and --gold label lists, or --pred-jsonl and --gold-jsonl")
+            raise ValueError("give --pred and --gold label lists, or --pred-jsonl and --gold-jsonl")
         value, bins = pdd(pred, gold, num_bins=args.bins, num_classes=args.classes, return_num_bins=True)
         if name == "pdd_normalized":
             value = 1 / (1 + value)
@@ -104,15 +178,15 @@ def metric_main(args) -> int:
         from .text import align_gold_order_text, ordered_bertscore_text
 
         if not (args.pred_jsonl and args.gold_jsonl):
-            raise SystemExit("give --pred-jsonl and --gold-jsonl (documents paired by line)")
-        preds = [_units(r) for r in _read_jsonl(args.pred_jsonl)]
-        golds = [_units(r) for r in _read_jsonl(args.gold_jsonl)]
+            raise ValueError("give --pred-jsonl and --gold-jsonl (documents paired by line)")
+        preds, golds = _documents(args.pred_jsonl), _documents(args.gold_jsonl)
         if len(preds) != len(golds):
-            raise SystemExit(f"{len(preds)} predictions but {len(golds)} gold documents")
+            raise ValueError(f"{args.pred_jsonl} has {len(preds)} documents but {args.gold_jsonl} has {len(golds)}")
+        n = _n(args.n)
         sim = BertScoreSimilarity(args.model)
         if name == "align_gold_order":
             return _emit({"metric": name, "orders": [align_gold_order_text(p, g, sim) for p, g in zip(preds, golds)]})
-        scores = [ordered_bertscore_text(g, p, args.version, _n(args.n), sim) for p, g in zip(preds, golds)]
+        scores = [ordered_bertscore_text(g, p, args.version, n, sim) for p, g in zip(preds, golds)]
         return _emit({"metric": name, "version": args.version, "n": args.n, "mean": sum(scores) / len(scores),
                       "values": scores})
     if name == "coherence_lambda":
@@ -120,9 +194,10 @@ def metric_main(args) -> int:
         from .text import coherence_lambda_text
 
         if not args.jsonl:
-            raise SystemExit("give --jsonl documents")
+            raise ValueError("give --jsonl documents")
+        docs = _documents(args.jsonl)
         enc = SentenceEncoder(args.model)
-        scores = [coherence_lambda_text(_units(r), args.lam, enc) for r in _read_jsonl(args.jsonl)]
+        scores = [coherence_lambda_text(units, args.lam, enc) for units in docs]
         return _emit({"metric": name, "lam": args.lam, "mean": sum(scores) / len(scores), "values": scores})
     if name in _FLUENCY:
         return _fluency(args)
@@ -130,26 +205,26 @@ def metric_main(args) -> int:
         from .mauve import mauve_text
 
         if not (args.pred_jsonl and args.gold_jsonl):
-            raise SystemExit("give --pred-jsonl and --gold-jsonl")
-        p = [" ".join(_units(r)) for r in _read_jsonl(args.pred_jsonl)]
-        q = [" ".join(_units(r)) for r in _read_jsonl(args.gold_jsonl)]
+            raise ValueError("give --pred-jsonl and --gold-jsonl")
+        p = [" ".join(units) for units in _documents(args.pred_jsonl)]
+        q = [" ".join(units) for units in _documents(args.gold_jsonl)]
         return _emit({"metric": name, "value": mauve_text(p, q, args.model)})
     if name in ("correlations", "r_squared"):
         from .agreement import correlations, r_squared
 
         if not (args.values and args.judgments):
-            raise SystemExit("give --values and --judgments")
-        x, y = _floats(args.values), _floats(args.judgments)
+            raise ValueError("give --values and --judgments")
+        x, y = _floats(args.values, "--values"), _floats(args.judgments, "--judgments")
         out = correlations(x, y) if name == "correlations" else {"r_squared": r_squared(x, y)}
         return _emit({"metric": name, **out})
-    raise SystemExit(f"metric {name!r} has no command-line form")
+    raise ValueError(f"metric {name!r} has no command-line form")
 
 
 def _fluency(args) -> int:
     from .fluency import CausalLMFluency, KenLMFluency, UnigramModel, word_tokenize, wordpiece_tokenizer
 
     if not (args.train and args.sentences):
-        raise SystemExit("give --train (text, one sentence a line) and --sentences")
+        raise ValueError("give --train (text, one sentence a line) and --sentences")
     train, sents = _lines(args.train), _lines(args.sentences)
     name = args.name
     if name == "wpslor":
@@ -169,11 +244,16 @@ def _fluency(args) -> int:
 
 
 def setup_main(args) -> int:
-    if args.tool != "kenlm":
-        print(f"unknown setup target {args.tool!r}", file=sys.stderr)
-        return 2
     from critics.ngram.build import setup_kenlm
 
+    if args.sdist is not None:
+        import tarfile
+
+        sdist = Path(args.sdist)
+        if not sdist.is_file():
+            raise FileNotFoundError(f"{sdist}: no such file (--sdist)")
+        if not tarfile.is_tarfile(sdist):
+            raise ValueError(f"{sdist}: not a tar archive (--sdist expects kenlm-0.3.0.tar.gz)")
     path = setup_kenlm(args.cache, sdist=args.sdist, force=args.force)
     print(path)
     return 0

@@ -27,7 +27,10 @@ __all__ = [
 
 
 def _check(pred: Sequence[int], gold: Sequence[int]) -> tuple[list, list]:
+    """Both orders as lists: permutations of the same distinct items, at least one (else ValueError)."""
     pred, gold = list(pred), list(gold)
+    if not gold and not pred:
+        raise ValueError("empty order: an ordering statistic needs at least one item")
     if sorted(pred) != sorted(gold) or len(set(gold)) != len(gold):
         raise ValueError(f"pred {pred} and gold {gold} must be permutations of the same distinct items")
     return pred, gold
@@ -45,8 +48,6 @@ def pmr(pred: Sequence[int], gold: Sequence[int]) -> float:
 def position_accuracy(pred: Sequence[int], gold: Sequence[int]) -> float:
     """Acc: the fraction of positions whose item is the gold item, (1/n) sum_k I(pred[k] = gold[k]) (seed 000)."""
     pred, gold = _check(pred, gold)
-    if not gold:
-        raise ValueError("empty order")
     return sum(p == g for p, g in zip(pred, gold)) / len(gold)
 
 
@@ -81,11 +82,12 @@ def count_inversions(pred: Sequence[int], gold: Sequence[int]) -> int:
 def kendall_tau(pred: Sequence[int], gold: Sequence[int]) -> float:
     """Kendall's tau = 1 - 2 * inversions / C(n, 2) (seed 000, sec. 4.2), in [-1, 1].
 
-    For n < 2 there are no pairs; the order is trivially right and tau is 1.0.
+    For a single item there are no pairs; the order is trivially right and tau is 1.0.  An empty
+    order is an error, as for the other statistics.
     """
     pred, gold = _check(pred, gold)
     n = len(gold)
-    if n < 2:
+    if n == 1:
         return 1.0
     return 1.0 - 2.0 * count_inversions(pred, gold) / (n * (n - 1) / 2)
 
@@ -158,8 +160,6 @@ def wlcs_l(
     """
     pred, gold = _check(pred, gold)
     n = len(gold)
-    if n == 0:
-        raise ValueError("empty order")
     score = wlcs(pred, gold, alpha)
     f = lambda k: float(k) ** alpha  # noqa: E731
     finv = lambda v: float(v) ** (1 / alpha)  # noqa: E731

@@ -7,11 +7,14 @@
 3. train the HSMM LM (:mod:`critics.hsmm.model`) and the transformer LM
    (:mod:`.transformer`), each resuming from its checkpoint in ``DIR``;
 4. word-level PPL of the true process, the transformer and the HSMM on the test split;
-5. sample as many sequences from each LM as the test split has, project them with the
-   known process (:mod:`.process`) and report their Latent PPL with bootstrap 95% CIs.
+5. sample as many sequences from each LM as the test split has and criticise them against
+   the test split with the known process as the critic (:class:`.process.KnownProcessCritic`,
+   :func:`critic.criticize`): Latent PPL of every set with bootstrap 95% CIs.
 
 Writes ``DIR/results.json`` and ``DIR/table.md``; samples go to ``DIR/samples_*.npz``
-so a rerun after an interruption redoes nothing that finished.
+so a rerun after an interruption redoes nothing that finished.  The config is checked
+against :data:`SCHEMA`; checkpoints and samples are keyed by the config and seed
+(``DIR/stages/synthetic.json``, :mod:`critic.stages`): a rerun with another config starts over.
 """
 
 from __future__ import annotations
@@ -24,16 +27,50 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from critic import CriticismResult, criticize
+from critic.config import Key, Schema, check_config, keys_from_dataclass
 from critic.critic import resolve_device
-from critic.stats import bootstrap_latent_ppl_ci, latent_ppl
+from critic.registry import register_runner
+from critic.stages import Stage
 from critics.hsmm.model import Checkpointer, HSMMLM, TrainConfig, evaluate, train_hsmm
 from critics.hsmm.ngrams import build_vocab
 
 from .generator import PRESETS, SyntheticConfig, make_dataset
-from .process import closed_form_latent_ppl, log_likelihood, project
+from .process import KnownProcessCritic, closed_form_latent_ppl, documents, log_likelihood, projection_summary
 from .transformer import TransformerConfig, TransformerLM, sequence_log_prob, train_transformer
 
-__all__ = ["main", "data_config"]
+__all__ = ["main", "data_config", "SCHEMA"]
+
+_POSITIVE = {"min": 1}
+_RATE = {"gt": 0}
+SCHEMA = Schema(
+    keys={
+        "threads": Key(int, min=1, help="torch threads (absent: torch's default)"),
+        "hsmm_ngrams_end_at_delimiter": Key(bool, help="n-grams hold the delimiter only as last token (default true)"),
+    },
+    tables={
+        "data": {"preset": Key(str, choices=tuple(PRESETS), help="base settings; the other keys override them"),
+                 **keys_from_dataclass(SyntheticConfig, defaults=False, seed={"min": 0}, trans_temperature=_RATE,
+                                       emit_temperature=_RATE, **{k: _POSITIVE for k in (
+                                           "num_states", "num_segments", "num_letters", "num_subsequences",
+                                           "min_len", "max_len", "n_train", "n_valid", "n_test")})},
+        "hsmm": keys_from_dataclass(TrainConfig, defaults=False, pretrain_epochs={"min": 0}, epochs={"min": 0},
+                                    pretrain_lr=_RATE, lr=_RATE, min_lr={"min": 0}, init_scale=_RATE,
+                                    **{k: _POSITIVE for k in ("num_states", "top_k_ngrams", "batch_size",
+                                                              "patience", "eval_every", "max_valid")}),
+        "transformer": keys_from_dataclass(TransformerConfig, defaults=False, dropout={"min": 0, "max": 0.999},
+                                           epochs={"min": 0}, lr=_RATE, warmup_steps={"min": 0},
+                                           weight_decay={"min": 0},
+                                           **{k: _POSITIVE for k in ("layers", "heads", "dim", "ff_dim", "max_len",
+                                                                     "batch_size")}),
+        "eval": {"bootstrap": Key(int, min=1, help="bootstrap resamples (default 1000)"),
+                 "num_samples": Key(int, min=1, help="samples drawn from each LM (default: test split size)")},
+    },
+)
+_RUNTIME_KEYS = ("runner", "threads")
+"""Config keys that do not change the results (left out of the resume key)."""
+_OUTPUTS = ("hsmm.ckpt.pt", "transformer.ckpt.pt", "samples_hsmm.npz", "samples_transformer.npz",
+            "results.json", "table.md")
 
 
 def data_config(section: dict, seed: int) -> SyntheticConfig:
@@ -56,12 +93,13 @@ def _pick(cls, section: dict):
     return cls(**section)
 
 
-def _latent(process, tokens, lengths, seed, n_boot) -> dict:
-    proj = project(process, tokens, lengths)
-    ok = proj.ok
-    ppl = latent_ppl(proj.latent_nll[ok], proj.latent_steps[ok])
-    lo, hi = bootstrap_latent_ppl_ci(proj.latent_nll[ok], proj.latent_steps[ok], n_resamples=n_boot, seed=seed)
-    return {"ppl": ppl, "ci": [lo, hi], **proj.summary()}
+def _latent_rows(criticism: CriticismResult, num_segments: int) -> tuple[dict, dict]:
+    """Table 1's Latent PPLs ``{set: ppl, set_ci: [lo, hi]}`` and each set's projection counts."""
+    latent, projection = {}, {}
+    for s in criticism.sets:
+        latent.update({s.name: s.latent_ppl, f"{s.name}_ci": list(s.latent_ppl_ci)})
+        projection[s.name] = projection_summary(s, num_segments)
+    return latent, projection
 
 
 def _samples(path: Path, draw) -> tuple[np.ndarray, np.ndarray]:
@@ -98,11 +136,15 @@ def format_table(results: dict) -> str:
     return "\n".join(lines) + "\n\nProjection: " + "; ".join(notes) + "\n"
 
 
+@register_runner("synthetic", SCHEMA, "paper sec. 3: HSMM vs transformer LMs on a known latent process")
 def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu", log=print) -> dict:
     t0 = time.time()
+    config = check_config(config, SCHEMA, where="synthetic config", allowed=("runner",))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     dev = resolve_device(device)
+    stage = Stage(out, "synthetic", {"config": {k: v for k, v in config.items() if k not in _RUNTIME_KEYS},
+                                     "seed": seed}, outputs=_OUTPUTS).begin()
     if config.get("threads"):
         torch.set_num_threads(int(config["threads"]))
     dcfg = data_config(config.get("data", {}), int(config.get("data", {}).get("seed", seed)))
@@ -119,11 +161,8 @@ def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu", log=pri
     results: dict = {"config": {"data": dcfg.to_dict(), "hsmm": vars(hcfg), "transformer": vars(tcfg), "eval": ev},
                      "seed": seed, "device": str(dev)}
     results["data_latent_ppl_closed_form"] = closed_form_latent_ppl(process)
-    data_lat = _latent(process, test.tokens, test.lengths, seed, n_boot)
-    true_ll, _ = log_likelihood(process, test.tokens, test.lengths)
+    true_ll = log_likelihood(process, test.tokens, test.lengths)
     word = {"true": math.exp(-true_ll.sum() / n_test_tokens)}
-    latent = {"data": data_lat["ppl"], "data_ci": data_lat["ci"]}
-    projection = {"data": {k: data_lat[k] for k in ("n", "n_scored", "reasons")}}
 
     # ---------------------------------------------------------------- HSMM LM
     vocab = build_vocab(
@@ -140,9 +179,7 @@ def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu", log=pri
     toks, lens = _samples(out / "samples_hsmm.npz", lambda: hsmm.sample(
         n_samples, stop_token=dcfg.delimiter, stop_count=dcfg.num_segments, max_segments=4 * dcfg.num_segments,
         generator=torch.Generator().manual_seed(seed + 1)))
-    h_lat = _latent(process, toks, lens, seed, n_boot)
-    latent.update(hsmm=h_lat["ppl"], hsmm_ci=h_lat["ci"])
-    projection["hsmm"] = {k: h_lat[k] for k in ("n", "n_scored", "reasons")}
+    samples = {"hsmm": documents(toks, lens, "hsmm")}
 
     # ---------------------------------------------------------------- transformer LM
     torch.manual_seed(seed)
@@ -153,15 +190,21 @@ def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu", log=pri
     log(f"transformer trained ({time.time() - t0:.0f}s)")
     word["transformer"] = math.exp(-sequence_log_prob(trans, test.tokens, test.lengths, device=dev).sum() / n_test_tokens)
     toks, lens = _samples(out / "samples_transformer.npz", lambda: trans.sample(n_samples, generator=torch.Generator().manual_seed(seed + 2)))
-    t_lat = _latent(process, toks, lens, seed, n_boot)
-    latent.update(transformer=t_lat["ppl"], transformer_ci=t_lat["ci"])
-    projection["transformer"] = {k: t_lat[k] for k in ("n", "n_scored", "reasons")}
+    samples["transformer"] = documents(toks, lens, "transformer")
 
-    results.update(word_ppl=word, latent_ppl=latent, projection=projection,
+    # ---------------------------------------------------------------- Latent PPL: the known process as critic
+    critic = KnownProcessCritic(dcfg.to_dict()).fit()
+    criticism = criticize(critic, documents(test.tokens, test.lengths, "test"), samples, reference_name="data",
+                          n_bootstrap=n_boot, seed=seed)
+    latent, projection = _latent_rows(criticism, dcfg.num_segments)
+    log(f"latent criticism done ({time.time() - t0:.0f}s)")
+
+    results.update(word_ppl=word, latent_ppl=latent, projection=projection, criticism=criticism.to_dict(),
                    training={"hsmm": h_state["history"], "transformer": t_state["history"]},
                    hsmm_vocab_size=vocab.size, wall_seconds=time.time() - t0)
     (out / "results.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
     table = format_table(results)
     (out / "table.md").write_text(table, encoding="utf-8")
+    stage.commit()
     log(table)
     return results

@@ -26,7 +26,8 @@ def test_list_shows_the_section_critic(capsys):
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory, fixture_manpage_root):
     out = tmp_path_factory.mktemp("corpus")
-    assert main(["data", "build", "manpages", "--root", str(fixture_manpage_root), "--no-install", "--out", str(out)]) == 0
+    assert main(["data", "build", "manpages", "--root", str(fixture_manpage_root), "--no-install",
+                 "--out", str(out)]) == 0
     return out
 
 
@@ -44,10 +45,11 @@ def test_fit_score_compare_outliers(corpus, tmp_path, capsys):
                  "--candidate", f"same={corpus / 'train.jsonl'}", "--out", str(report), "--n-bootstrap", "100"]) == 0
     results = json.loads((report / "results.json").read_text())
     same = results["candidates"]["same"]
-    for key in ("n", "latent_nll", "latent_nll_ci", "latent_ppl", "latent_ppl_ci", "p_value"):
+    for key in ("n", "latent_nll", "latent_nll_ci", "latent_ppl", "latent_ppl_ci", "comparison"):
         assert key in same
     assert same["latent_nll"] == pytest.approx(results["reference"]["latent_nll"])  # identical sets
-    assert same["p_value"] == 1.0
+    assert same["comparison"]["p_value"] == 1.0
+    assert [i["path"] for i in results["inputs"]] == [str(corpus / "train.jsonl")] * 2
     assert results["environment"]["packages"]["torch"]
     assert {p.name for p in report.iterdir()} >= {"results.json", "documents.jsonl", "report.md", "latent_nll_hist.png"}
 
@@ -75,18 +77,54 @@ def test_device_is_never_a_silent_fallback(corpus, tmp_path, capsys):
     assert not (tmp_path / "m").exists()
 
 
-def test_run_main_job_on_fixture(fixture_manpage_root, tmp_path, capsys):
-    config = tmp_path / "job.toml"
-    base = (ROOT / "experiments" / "manpages" / "sections.toml").read_text()
-    config.write_text(base.replace('root = "/usr/share/man"', f'root = "{fixture_manpage_root}"')
-                      .replace("min_title_count = 5", "min_title_count = 1")
-                      .replace("n_bootstrap = 1000", "n_bootstrap = 100"))
-    out = tmp_path / "run"
-    assert main(["run", str(config), "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
-    assert "| real |" in printed and "| permuted |" in printed and "Top 10 flagged outliers" in printed
-    results = json.loads((out / "results.json").read_text())
-    assert set(results["candidates"]) == {"permuted", "repeated", "dropped"}
-    # a rerun resumes from the fitted critic instead of refitting
-    assert main(["run", str(config), "--out", str(out)]) == 0
-    assert "loaded fitted critic" in capsys.readouterr().out
+def test_fit_runs_on_the_device_asked_for(corpus, tmp_path, capsys):
+    model = tmp_path / "m"
+    assert main(["fit", "sections", "--train", str(corpus / "train.jsonl"), "--valid", str(corpus / "valid.jsonl"),
+                 "--out", str(model), "--device", "cpu"]) == 0
+    saved = json.loads((model / "critic.json").read_text())
+    assert "device" not in saved["params"]
+
+
+def test_score_writes_its_output_atomically(corpus, tmp_path):
+    model = tmp_path / "m"
+    assert main(["fit", "sections", "--train", str(corpus / "train.jsonl"), "--out", str(model),
+                 "--params", '{"delta": 0.1}']) == 0
+    out = tmp_path / "scores.jsonl"
+    out.write_text("old\n")
+    assert main(["score", str(model), "--input", str(tmp_path / "missing.jsonl"), "--out", str(out)]) == 2
+    assert out.read_text() == "old\n"  # a failed command leaves the previous file as it was
+    assert main(["score", str(model), "--input", str(corpus / "valid.jsonl"), "--out", str(out)]) == 0
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m", "scores.jsonl"]  # no temporary files left
+
+
+def test_list_shows_corpora(capsys):
+    assert main(["list"]) == 0
+    assert "manpages" in capsys.readouterr().out.split("Corpora")[1]
+
+
+def test_help_exits_zero(capsys):
+    assert main(["--help"]) == 0
+    assert "--debug" in capsys.readouterr().out
+
+
+def test_registry_names_are_taken_once():
+    from critic import registry
+    from critics.sections import SectionTransitionCritic
+
+    with pytest.raises(ValueError, match="critic name 'sections' is already taken"):
+        registry.register_critic("sections")(type("Other", (), {}))
+    with pytest.raises(ValueError, match="corpus name 'manpages' is already taken"):
+        registry.register_corpus("manpages", lambda out, **kw: None)
+    assert registry.get_critic("sections") is SectionTransitionCritic
+    assert registry.register_critic("sections")(SectionTransitionCritic) is SectionTransitionCritic
+
+
+def test_runners_are_found_by_name_or_module_path():
+    from critic import registry
+    from experiments.manpages import run
+
+    assert registry.get_runner("experiments.manpages.run:main").schema is run.SCHEMA
+    assert registry.get_runner("manpages").fn is run.main
+    with pytest.raises(KeyError, match="unknown runner 'manpage' \\(did you mean 'manpages'\\?\\)"):
+        registry.get_runner("manpage")

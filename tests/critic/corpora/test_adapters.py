@@ -86,3 +86,37 @@ def test_cli_convert_cohan(tmp_path, capsys):
     src.write_text(json.dumps({"article_id": "X1", "section_names": ["intro"], "sections": [["hello ."]]}) + "\n")
     assert main(["data", "convert", "cohan", str(src), "--out", str(tmp_path / "x.jsonl")]) == 0
     assert read_jsonl(tmp_path / "x.jsonl")[0].sections[0].text == "hello ."
+
+
+def test_unique_ids_rename_repeats_deterministically():
+    from critic.corpora.ids import unique_ids
+    from critic.document import Document, Section
+
+    docs = [Document(i, (Section("t", "x"),)) for i in ("a", "b", "a", "a#2", "a")]
+    out, renamed = unique_ids(docs)
+    assert [d.id for d in out] == ["a", "b", "a#3", "a#2", "a#4"]  # a#2 was taken by a document of its own
+    assert renamed == {"a#3": "a", "a#4": "a"}
+    assert out[2].metadata == {"original_id": "a"} and docs[2].metadata == {}
+    assert unique_ids(docs) == (out, renamed)
+
+
+def test_cohan_never_splits_a_string_into_characters(tmp_path):
+    path = tmp_path / "val.txt"
+    path.write_text(json.dumps({"article_id": "A", "section_names": ["intro"], "sections": ["one sentence ."]}) + "\n")
+    with pytest.raises(DocumentError, match=r"val.txt:1: article 'A': section 0 \('intro'\) must be a list"):
+        list(iter_cohan(path))
+
+
+def test_dump_pages_without_title_are_counted(tmp_path):
+    path = tmp_path / "dump.xml"
+    path.write_text("<mediawiki>" + _page("", "Some text.") + _page("Ada", "Ada was a chemist.") + "</mediawiki>")
+    report = Counter()
+    assert [d.id for d in iter_wikipedia(path, report)] == ["Ada"]
+    assert report == {"kept": 1, "no title": 1}
+
+
+def test_damaged_dump_names_file_and_line(tmp_path):
+    path = tmp_path / "dump.xml"
+    path.write_text("<mediawiki>\n" + _page("Ada", "x") + "\n<page>\n</mediawiki>\n")
+    with pytest.raises(DocumentError, match=r"dump.xml:4: not a well-formed XML dump"):
+        list(iter_wikipedia(path))

@@ -39,7 +39,8 @@ def test_pdd_commands(parser, capsys, tmp_path):
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     a.write_text('{"labels": [0, 1, 2]}\n{"labels": [0, 1]}\n')
     b.write_text('{"labels": [2, 1, 0]}\n')
-    out = run(parser, ["metric", "pdd_normalized", "--pred-jsonl", str(a), "--gold-jsonl", str(b), "--bins", "9"], capsys)
+    out = run(parser, ["metric", "pdd_normalized", "--pred-jsonl", str(a), "--gold-jsonl", str(b), "--bins", "9"],
+              capsys)
     assert out["num_bins"] == 3 and 0 < out["value"] < 1
 
 
@@ -59,3 +60,21 @@ def test_metrics_are_registered():
     for name in ("pmr", "kendall_tau", "wlcs_l", "ordered_bertscore", "pdd", "slor", "wpslor", "perplexity"):
         assert name in metrics.METRICS
         assert name in names
+
+
+def test_a_metric_name_is_taken_once():
+    from critic import registry
+
+    with pytest.raises(ValueError, match="metric name 'pmr' is already taken by pmr"):
+        registry.register_metric("pmr", lambda pred, gold: 0.0)
+    assert registry.get_metric("pmr").fn is metrics.pmr
+    registry.register_metric("pmr", metrics.pmr, "again")  # the same function again (a reload) is fine
+    assert registry.get_metric("pmr").fn is metrics.pmr
+
+
+def test_bad_orders_name_the_file_and_line(parser, tmp_path):
+    f = tmp_path / "orders.jsonl"
+    f.write_text('{"pred": [0, 1], "gold": [0, 1]}\n{"pred": [], "gold": []}\n')
+    args = parser.parse_args(["metric", "kendall_tau", "--jsonl", str(f)])
+    with pytest.raises(ValueError, match=rf"{f}:2: empty order"):
+        args.func(args)

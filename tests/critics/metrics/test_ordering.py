@@ -29,6 +29,12 @@ def test_kendall_tau_by_hand():
     assert kendall_tau([4], [4]) == 1.0
 
 
+@pytest.mark.parametrize("metric", [pmr, kendall_tau, position_accuracy, wlcs_l, count_inversions])
+def test_empty_orders_are_errors_for_every_ordering_metric(metric):
+    with pytest.raises(ValueError, match="empty order"):
+        metric([], [])
+
+
 def test_permutations_are_checked():
     with pytest.raises(ValueError):
         kendall_tau([0, 1, 1], [0, 1, 2])

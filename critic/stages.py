@@ -1,0 +1,125 @@
+"""Resumable stages of an experiment run, keyed by the config that produced them.
+
+A run is a chain of stages (build the corpus, filter it, fit a critic, write
+the report).  Each stage's outputs live under the run directory and its
+*key* is a SHA-256 of the part of the config that produced them plus the keys
+of the stages upstream of it, so a change anywhere above a stage changes its
+key.  A small marker, ``RUN/stages/NAME.json``, records the key:
+
+- :meth:`Stage.begin` before computing: outputs recorded under another key
+  (or under none) are removed, and a *pending* marker records the new key --
+  work in progress under the same key (a training checkpoint) is kept;
+- :meth:`Stage.commit` after every output is written: the marker becomes
+  *complete*, atomically, and lists the outputs written;
+- :meth:`Stage.done`: the marker is complete, its key is this key and the
+  outputs it lists still exist.  A stage interrupted before its commit is not done and is
+  recomputed on the next run; a stage whose config changed is recomputed,
+  and with it everything downstream.
+
+::
+
+    data = Stage(out, "data", {"root": root})
+    if not data.done():
+        data.begin(); build(data.path); data.commit()
+    critic = Stage(out, "critic", critic_config, upstream=[data])
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from .io import atomic_write_text
+
+__all__ = ["Stage", "MARKER_DIR", "config_key"]
+
+MARKER_DIR = "stages"
+"""Folder of the run directory that holds the stage markers."""
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def config_key(value: Any) -> str:
+    """Hex SHA-256 of a JSON-able value in canonical form (sorted keys, no spaces)."""
+    return hashlib.sha256(_canonical(value).encode("utf-8")).hexdigest()
+
+
+class Stage:
+    """One stage of a run: its outputs under ``root`` and the marker that keys them.
+
+    ``config`` is the JSON-able part of the config that determines the
+    outputs; ``upstream`` the stages whose outputs this one reads.  By default
+    the stage owns the directory ``root/name``; ``outputs`` lists the paths
+    (relative to ``root``) it owns instead, for runners that write files
+    straight into the run directory.
+    """
+
+    def __init__(self, root: str | Path, name: str, config: Mapping[str, Any], *,
+                 upstream: Sequence["Stage"] = (), outputs: Sequence[str] | None = None):
+        if not name or name == MARKER_DIR or "/" in name:
+            raise ValueError(f"stage name must be a plain name other than {MARKER_DIR!r}, got {name!r}")
+        self.root = Path(root)
+        self.name = name
+        self.config = json.loads(_canonical(dict(config)))
+        self.upstream = {u.name: u.key for u in upstream}
+        self.key = config_key({"stage": name, "config": self.config, "upstream": self.upstream})
+        self.outputs = [name] if outputs is None else list(outputs)
+
+    @property
+    def path(self) -> Path:
+        """The stage's own directory, ``root/name``."""
+        return self.root / self.name
+
+    @property
+    def marker(self) -> Path:
+        return self.root / MARKER_DIR / f"{self.name}.json"
+
+    def recorded(self) -> dict | None:
+        """The marker's content, or ``None`` when there is none or it cannot be read."""
+        try:
+            data = json.loads(self.marker.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def done(self) -> bool:
+        """True when this stage completed under this key and the outputs it then had are there."""
+        rec = self.recorded()
+        if rec is None or rec.get("key") != self.key or rec.get("complete") is not True:
+            return False
+        written = rec.get("outputs")
+        return isinstance(written, list) and all(isinstance(p, str) and (self.root / p).exists() for p in written)
+
+    def begin(self) -> "Stage":
+        """Start (or resume) computing: drop outputs made under another key; record this key as pending."""
+        rec = self.recorded()
+        if rec is None or rec.get("key") != self.key or rec.get("complete") is True:
+            self.marker.unlink(missing_ok=True)
+            for rel in self.outputs:
+                target = self.root / rel
+                if target.is_dir() and not target.is_symlink():
+                    shutil.rmtree(target)
+                else:
+                    target.unlink(missing_ok=True)
+        self._write(complete=False)
+        return self
+
+    def commit(self) -> "Stage":
+        """Record, under this key, that the stage finished and which of its outputs it wrote."""
+        self._write(complete=True)
+        return self
+
+    def _write(self, *, complete: bool) -> None:
+        record = {"stage": self.name, "key": self.key, "complete": complete, "config": self.config,
+                  "upstream": self.upstream}
+        if complete:
+            record["outputs"] = [p for p in self.outputs if (self.root / p).exists()]
+        atomic_write_text(self.marker, json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+
+    def __repr__(self) -> str:
+        return f"Stage({self.name!r}, key={self.key[:12]})"

@@ -1,0 +1,126 @@
+"""``critic run experiments/manpages/sections.toml`` on the 30-page fixture: the printed report, stages that
+resume when unchanged and recompute (with everything downstream) when their config changes, and Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from critic.cli import main
+
+ROOT = Path(__file__).resolve().parents[3]
+STAGES = ("data", "filtered", "critic", "report")
+
+
+def write_config(path: Path, manroot: Path, **replace: str) -> Path:
+    text = (ROOT / "experiments" / "manpages" / "sections.toml").read_text()
+    text = text.replace('root = "/usr/share/man"', f'root = "{manroot}"').replace("min_title_count = 5",
+                                                                                  "min_title_count = 1")
+    for old, new in replace.items():
+        assert old in text
+        text = text.replace(old, new)
+    path.write_text(text)
+    return path
+
+
+def run(capsys, config: Path, out: Path) -> tuple[str, dict[str, str]]:
+    """Run in-process; returns what it printed and, per stage, 'reused' or 'computed'."""
+    capsys.readouterr()
+    assert main(["run", str(config), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    return printed, {s: "reused" if f"[manpages] {s}: up to date" in printed else "computed" for s in STAGES}
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory, fixture_manpage_root):
+    """One uninterrupted run: (config, run directory)."""
+    tmp = tmp_path_factory.mktemp("manpages")
+    config = write_config(tmp / "job.toml", fixture_manpage_root)
+    out = tmp / "a"
+    assert main(["run", str(config), "--out", str(out)]) == 0
+    return config, out
+
+
+def test_run_prints_the_report_and_writes_it_to_report_dir(first, capsys):
+    config, out = first
+    printed, how = run(capsys, config, out)
+    assert how == dict.fromkeys(STAGES, "reused")
+    assert "| real |" in printed and "| permuted |" in printed and "## Top 10 outliers" in printed
+    assert "## Top section-transition errors" in printed
+    names = {p.name for p in (out / "report").iterdir()}
+    assert names == {"results.json", "documents.jsonl", "report.md", "latent_nll_hist.png",
+                     "transitions_permuted.png", "transitions_repeated.png", "transitions_dropped.png"}
+    results = json.loads((out / "report" / "results.json").read_text())
+    assert set(results["candidates"]) == {"permuted", "repeated", "dropped"}
+    assert results["inputs"][0] == {**results["inputs"][0], "name": "real", "path": "filtered/test.jsonl"}
+    markers = {s: json.loads((out / "stages" / f"{s}.json").read_text()) for s in STAGES}
+    assert results["run"]["stages"] == {s: m["key"] for s, m in markers.items()}
+    assert all(m["complete"] for m in markers.values())
+
+
+@pytest.mark.parametrize("change, recomputed", [
+    ({"n_bootstrap = 1000": "n_bootstrap = 200"}, ["report"]),
+    ({'name = "sections"': 'name = "sections"\ndelta = 0.1'}, ["critic", "report"]),
+    ({"min_sections = 3": "min_sections = 2"}, ["filtered", "critic", "report"]),
+])
+def test_a_changed_stage_recomputes_with_everything_downstream(first, capsys, tmp_path, fixture_manpage_root,
+                                                              change, recomputed):
+    config, base = first
+    out = tmp_path / "run"
+    shutil.copytree(base, out)
+    changed = write_config(tmp_path / "changed.toml", fixture_manpage_root, **change)
+    _, how = run(capsys, changed, out)
+    assert [s for s in STAGES if how[s] == "computed"] == recomputed
+    _, how = run(capsys, changed, out)
+    assert how == dict.fromkeys(STAGES, "reused")
+
+
+def test_results_never_mix_two_configs(first, capsys, tmp_path, fixture_manpage_root):
+    config, base = first
+    out = tmp_path / "run"
+    shutil.copytree(base, out)
+    fewer = write_config(tmp_path / "fewer.toml", fixture_manpage_root,
+                         **{'corruptions = ["permuted", "repeated", "dropped"]': 'corruptions = ["repeated"]'})
+    run(capsys, fewer, out)
+    results = json.loads((out / "report" / "results.json").read_text())
+    assert set(results["candidates"]) == {"repeated"}
+    assert results["run"]["config"]["criticism"]["corruptions"] == ["repeated"]
+    assert not (out / "report" / "transitions_permuted.png").exists()
+
+
+def test_a_stage_interrupted_before_its_marker_is_recomputed(first, capsys, tmp_path):
+    config, base = first
+    out = tmp_path / "run"
+    shutil.copytree(base, out)
+    marker = json.loads((out / "stages" / "critic.json").read_text())
+    (out / "stages" / "critic.json").write_text(json.dumps({**marker, "complete": False}))
+    _, how = run(capsys, config, out)
+    assert [s for s in STAGES if how[s] == "computed"] == ["critic", "report"]
+    assert (out / "report" / "results.json").read_bytes() == (base / "report" / "results.json").read_bytes()
+
+
+def test_ctrl_c_exits_130_and_a_rerun_gives_the_same_results(first, tmp_path):
+    config, base = first
+    out = tmp_path / "interrupted"
+    proc = subprocess.Popen([sys.executable, "-u", "-m", "critic.cli", "run", str(config), "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    for line in proc.stdout:
+        if line.startswith("[manpages] built corpus"):
+            proc.send_signal(signal.SIGINT)
+            break
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130
+    assert err.splitlines() == ["critic: interrupted"]
+    assert (out / "stages" / "data.json").is_file() and not (out / "report").exists()
+
+    again = subprocess.run([sys.executable, "-m", "critic.cli", "run", str(config), "--out", str(out)],
+                           capture_output=True, text=True, cwd=ROOT)
+    assert again.returncode == 0, again.stderr
+    assert "[manpages] data: up to date" in again.stdout
+    assert (out / "report" / "results.json").read_bytes() == (base / "report" / "results.json").read_bytes()
