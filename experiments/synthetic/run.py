@@ -30,7 +30,9 @@ import torch
 from critic import CriticismResult, criticize
 from critic.config import Key, Schema, check_config, keys_from_dataclass
 from critic.critic import resolve_device
+from critic.io import atomic_write_text
 from critic.registry import register_runner
+from critic.results import json_ready
 from critic.stages import Stage
 from critics.hsmm.model import Checkpointer, HSMMLM, TrainConfig, evaluate, train_hsmm
 from critics.hsmm.ngrams import build_vocab
@@ -202,9 +204,9 @@ def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu", log=pri
     results.update(word_ppl=word, latent_ppl=latent, projection=projection, criticism=criticism.to_dict(),
                    training={"hsmm": h_state["history"], "transformer": t_state["history"]},
                    hsmm_vocab_size=vocab.size, wall_seconds=time.time() - t0)
-    (out / "results.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
+    atomic_write_text(out / "results.json", json.dumps(json_ready(results), indent=1, allow_nan=False) + "\n")
     table = format_table(results)
-    (out / "table.md").write_text(table, encoding="utf-8")
+    atomic_write_text(out / "table.md", table)
     stage.commit()
     log(table)
     return results

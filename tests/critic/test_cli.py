@@ -1,13 +1,17 @@
 """The command line, end to end on the shipped man-page fixture."""
 
 import json
+import math
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from critic.cli import main
+from critic.document import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,6 +25,35 @@ def test_help_lists_subcommands():
 def test_list_shows_the_section_critic(capsys):
     assert main(["list"]) == 0
     assert "sections" in capsys.readouterr().out
+
+
+def sections_by_hand(doc):
+    """The section titles the section critic sees: app. E normalisation, boilerplate titles dropped."""
+    from critics.sections.normalize import DEFAULT_DROP_TITLES, TitleNormalizer
+
+    norm = TitleNormalizer()
+    drop = {norm(t) for t in DEFAULT_DROP_TITLES}
+    return [t for t in (norm(s.title) for s in doc.sections) if t not in drop]
+
+
+def sections_nll_by_hand(train, docs, delta):
+    """``-log P(z)`` of each document's title chain under the add-delta bigram chain of ``train``
+    (``<bos>`` -> K types; each type -> K types and ``<eos>``; unseen titles as ``<unk>``), in plain Python."""
+    chains = [sections_by_hand(d) for d in train]
+    vocab = {t for c in chains for t in c} | {"<unk>"}
+    K = len(vocab)
+    pairs = Counter((a, b) for c in chains for a, b in zip(["<bos>"] + c, c + ["<eos>"]))
+    out_of = Counter(a for (a, _b) in pairs.elements())
+
+    def logp(a, b):
+        targets = K if a == "<bos>" else K + 1
+        return math.log((pairs[a, b] + delta) / (out_of[a] + delta * targets))
+
+    out = {}
+    for d in docs:
+        c = [t if t in vocab else "<unk>" for t in sections_by_hand(d)]
+        out[d.id] = -sum(logp(a, b) for a, b in zip(["<bos>"] + c, c + ["<eos>"]))
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +71,10 @@ def test_fit_score_compare_outliers(corpus, tmp_path, capsys):
     scored = tmp_path / "scores.jsonl"
     assert main(["score", str(model), "--input", str(corpus / "train.jsonl"), "--out", str(scored)]) == 0
     rows = [json.loads(line) for line in scored.read_text().splitlines()]
-    assert rows and all(r["latent_nll"] > 0 for r in rows if "latent_nll" in r)
+    train = read_jsonl(corpus / "train.jsonl")
+    want = sections_nll_by_hand(train, train, 0.1)
+    assert len(want) == len(train) > 10  # every training page is usable
+    assert {r["id"]: r["latent_nll"] for r in rows if "latent_nll" in r} == pytest.approx(want, rel=1e-10)
 
     report = tmp_path / "report"
     assert main(["compare", str(model), "--reference", str(corpus / "train.jsonl"),
@@ -48,6 +84,9 @@ def test_fit_score_compare_outliers(corpus, tmp_path, capsys):
     for key in ("n", "latent_nll", "latent_nll_ci", "latent_ppl", "latent_ppl_ci", "comparison"):
         assert key in same
     assert same["latent_nll"] == pytest.approx(results["reference"]["latent_nll"])  # identical sets
+    assert same["latent_nll"] == pytest.approx(np.mean(list(want.values())), rel=1e-10)
+    steps = sum(len(sections_by_hand(d)) + 1 for d in train)  # M(x) = sections + 1 (transitions scored)
+    assert same["latent_ppl"] == pytest.approx(math.exp(sum(want.values()) / steps), rel=1e-10)
     assert same["comparison"]["p_value"] == 1.0
     assert [i["path"] for i in results["inputs"]] == [str(corpus / "train.jsonl")] * 2
     assert results["environment"]["packages"]["torch"]

@@ -1,11 +1,13 @@
 """criticize() end to end with the tutorial critic, every number against an independent computation."""
 
 import importlib.util
+import itertools
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.integrate import quad
 from scipy.stats import poisson
 
 from critic import Critic, criticize, stats
@@ -59,7 +61,20 @@ def test_criticize_numbers(tutorial, tmp_path):
     assert cand.n_skipped == 1 and cand.skipped == {"empty": "document has no sections"}
     assert cand.comparison.difference == pytest.approx(t_cand.mean() - t_ref.mean(), rel=1e-12)
     assert cand.comparison.difference_ci[0] > 0          # the candidate set is clearly worse
+    # the CI by explicit two-sample resampling (stream seed + 1: reference indices, then candidate indices)
+    rng = np.random.default_rng(3 + 1)
+    ia, ib = rng.integers(0, 12, size=(400, 12)), rng.integers(0, 7, size=(400, 7))
+    boot = t_cand[ib].mean(1) - t_ref[ia].mean(1)
+    assert cand.comparison.difference_ci == pytest.approx(tuple(np.quantile(boot, [0.025, 0.975])), rel=1e-12)
     assert cand.p_value < 0.01
+    # the p-value against the exact permutation distribution (all C(19, 7) splits)
+    pooled = np.concatenate([t_ref, t_cand])
+    in_cand = pooled[np.array(list(itertools.combinations(range(19), 7)))].sum(1)
+    diffs = in_cand / 7 - (pooled.sum() - in_cand) / 12
+    exact = np.mean(np.abs(diffs) >= abs(t_cand.mean() - t_ref.mean()) - 1e-12)
+    expected = (1 + 999 * exact) / 1000  # E[(1 + #extreme) / (1 + n_permutations)]
+    assert len(diffs) == math.comb(19, 7)
+    assert abs(cand.p_value - expected) <= 4 * math.sqrt(exact * (1 - exact) / 999) + 1e-12
     assert ref.latent_nll_ci == pytest.approx(stats.bootstrap_ci(t_ref, n_resamples=400, seed=3))
     # outlier p-values: empirical p of T/M against the reference set, by brute force
     for d, t in zip(cand.documents, t_cand):
@@ -108,6 +123,13 @@ def test_monte_carlo_fallback_is_stated_and_agrees_with_closed_form(tutorial, tm
     closed = math.log(math.pi * 2.0) + 2.0 * (F(hi) - F(lo))
     se = scores.latent_nll_stderr
     assert se.shape == (4,) and np.all(se > 0)
+    # the standard error against sqrt(Var[-log p(z)] / S), the variance by quadrature under U(n - 1/2, n + 1/2)
+    nll = lambda z: math.log(math.pi * 2.0) + math.log1p(((z - 4.0) / 2.0) ** 2)  # noqa: E731
+    for s_, c in zip(se, n):
+        m1 = quad(nll, c - 0.5, c + 0.5)[0]
+        m2 = quad(lambda z: nll(z) ** 2, c - 0.5, c + 0.5)[0]
+        assert m1 == pytest.approx(closed[list(n).index(c)], rel=1e-10)  # the quadrature agrees with F(u)
+        assert s_ == pytest.approx(math.sqrt((m2 - m1 ** 2) / 4000), rel=0.1)
     assert np.all(np.abs(scores.latent_nll - closed) <= 3 * se)
 
     result = criticize(critic, docs, {"more": docs_with([3, 5, 7], "y")}, n_bootstrap=50, min_documents=2)

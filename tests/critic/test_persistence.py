@@ -93,12 +93,17 @@ def fitted():
     return TitleChainCritic().fit(TRAIN)
 
 
-def test_file_prior_scores_are_kenlm_sentence_scores(fitted):
+def kenlm_nll(arpa_path, docs):
+    """-ln P of each document's title chain, straight from the kenlm module (sentence score, <s> and </s>)."""
     import kenlm
 
-    model = kenlm.Model(str(fitted.arpa_path_))
+    model = kenlm.Model(str(arpa_path))
+    return [-model.score(" ".join(TitleChainCritic.chain(d)), bos=True, eos=True) * math.log(10) for d in docs]
+
+
+def test_file_prior_scores_are_kenlm_sentence_scores(fitted):
     scores = fitted.score(TEST)
-    expected = [-model.score(" ".join(TitleChainCritic.chain(d)), bos=True, eos=True) * math.log(10) for d in TEST]
+    expected = kenlm_nll(fitted.arpa_path_, TEST)
     np.testing.assert_allclose(scores.latent_nll, expected, rtol=1e-12)
     assert scores.estimator == "exact"
     np.testing.assert_array_equal(scores.latent_steps, [5, 3, 4, 2])
@@ -112,6 +117,7 @@ def test_file_critic_saves_loads_and_scores_identically(fitted, tmp_path):
     again = Critic.load(path)
     assert isinstance(again, TitleChainCritic) and again.loaded_order_ == 3
     np.testing.assert_array_equal(again.score(TEST).latent_nll, fitted.score(TEST).latent_nll)
+    np.testing.assert_allclose(again.score(TEST).latent_nll, kenlm_nll(fitted.arpa_path_, TEST), rtol=1e-12)
     assert again.state_sha256() == meta["state_sha256"]
     # a changed file is noticed
     with open(path / "prior.arpa", "a") as fh:
@@ -136,6 +142,28 @@ def test_save_is_atomic_and_replaces_whole(fitted, tmp_path, monkeypatch):
         fitted.save(path)
     assert {p.name: p.read_bytes() for p in path.iterdir()} == before
     assert [p.name for p in tmp_path.iterdir()] == ["c"]  # no temporary left behind
+
+
+def section_chain_nll(train, docs, delta):
+    """-log P(z) under add-delta bigrams of normalised titles (<bos> -> K types, a type -> K types + <eos>),
+    boilerplate titles ("see also", ...) dropped and unseen titles read as <unk>; in plain Python."""
+    from collections import Counter
+
+    from critics.sections.normalize import DEFAULT_DROP_TITLES, TitleNormalizer
+
+    norm = TitleNormalizer()
+    drop = {norm(t) for t in DEFAULT_DROP_TITLES}
+    chain = lambda d: [t for t in (norm(s.title) for s in d.sections) if t not in drop]  # noqa: E731
+    chains = [chain(d) for d in train]
+    vocab = {t for c in chains for t in c} | {"<unk>"}
+    pairs = Counter((a, b) for c in chains for a, b in zip(["<bos>"] + c, c + ["<eos>"]))
+    out_of = Counter(a for a, _ in pairs.elements())
+    nll = []
+    for d in docs:
+        c = [t if t in vocab else "<unk>" for t in chain(d)]
+        nll.append(-sum(math.log((pairs[a, b] + delta) / (out_of[a] + delta * (len(vocab) + (a != "<bos>"))))
+                        for a, b in zip(["<bos>"] + c, c + ["<eos>"])))
+    return nll
 
 
 @pytest.fixture
@@ -200,6 +228,7 @@ def test_device_is_not_saved_and_loads_on_cpu(saved_sections):
     again = Critic.load(path, device="cpu")
     assert again.device == torch.device("cpu") and again.prior().transition.device.type == "cpu"
     np.testing.assert_array_equal(again.score(TEST).latent_nll, critic.score(TEST).latent_nll)
+    np.testing.assert_allclose(again.score(TEST).latent_nll, section_chain_nll(TRAIN, TEST, 0.1), rtol=1e-12)
     with pytest.raises(ValueError, match="device must be 'cpu' or 'cuda"):
         Critic.load(path, device="gpu")
     if not torch.cuda.is_available():

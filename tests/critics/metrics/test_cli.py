@@ -2,10 +2,13 @@
 
 import argparse
 import json
+import math
 
+import numpy as np
 import pytest
 
 import critics.metrics as metrics
+from critics.metrics.cli import setup_main
 
 
 @pytest.fixture
@@ -42,6 +45,13 @@ def test_pdd_commands(parser, capsys, tmp_path):
     out = run(parser, ["metric", "pdd_normalized", "--pred-jsonl", str(a), "--gold-jsonl", str(b), "--bins", "9"],
               capsys)
     assert out["num_bins"] == 3 and 0 < out["value"] < 1
+    # by hand: N = min(9, 3, 3) = 3; a 2-sentence document puts its sentences in bins 0 and 2
+    # (numpy.histogram edges 0, 1/3, 2/3, 1).  Pred bins pool [0, 0], [1], [2, 1]; gold bins hold [2], [1], [0].
+    pred_dist = np.array([[1, 0, 0], [0, 1, 0], [0, 0.5, 0.5]])
+    gold_dist = np.array([[0, 0, 1], [0, 1, 0], [1, 0, 0]])
+    eps = 1e-8  # KL(gold + eps || pred + eps) per bin, averaged
+    want = np.mean(np.sum((gold_dist + eps) * (np.log(gold_dist + eps) - np.log(pred_dist + eps)), axis=1))
+    assert out["value"] == pytest.approx(1 / (1 + want), rel=1e-12)
 
 
 def test_correlations_command(parser, capsys):
@@ -51,7 +61,8 @@ def test_correlations_command(parser, capsys):
 
 def test_setup_parser(parser):
     args = parser.parse_args(["setup", "kenlm", "--cache", "/tmp/x", "--force"])
-    assert args.tool == "kenlm" and args.force and args.func is not None
+    assert args.tool == "kenlm" and args.force and args.func is setup_main
+    assert str(args.cache) == "/tmp/x"
 
 
 def test_metrics_are_registered():

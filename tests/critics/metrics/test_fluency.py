@@ -62,7 +62,12 @@ def test_slor_does_not_penalise_rare_words():
     lm_common = sum(uni.token_logprobs(s1)) + 3.0  # an LM that tracks word frequency
     lm_rare = sum(uni.token_logprobs(s2)) + 3.0
     assert nce(lm_rare, 6) < nce(lm_common, 6)
+    # add-one counts over N = 216 tokens and V = 7 types (+1 unknown slot): p(w) = (c + 1) / 224
+    common = 4 * math.log(51 / 224) + math.log(6 / 224) + math.log(11 / 224)
+    assert nce(lm_common, 6) == pytest.approx((common + 3.0) / 6, rel=1e-12)
+    assert nce(lm_rare, 6) - nce(lm_common, 6) == pytest.approx(math.log(2 / 11) / 6, rel=1e-12)
     assert slor(lm_rare, uni.token_logprobs(s2)) == pytest.approx(slor(lm_common, uni.token_logprobs(s1)))
+    assert slor(lm_rare, uni.token_logprobs(s2)) == pytest.approx(3.0 / 6, rel=1e-12)
 
 
 def test_unigram_model_add_k():

@@ -95,8 +95,24 @@ def test_wlcs_l_by_hand():
 
 def test_wlcs_l_falls_with_length_and_rewards_runs():
     assert wlcs_l(list(range(10)), list(range(10))) < wlcs_l(list(range(4)), list(range(4)))
+    # a perfect order of n with alpha = 1.2: P = 1, R = n^(1 - alpha) = n^-0.2, F = 2R / (1 + R)
+    for n in (4, 10):
+        r = n ** -0.2
+        assert wlcs_l(list(range(n)), list(range(n))) == pytest.approx(2 * r / (1 + r), rel=1e-12)
     # same number of items in gold relative order, but one consecutive run scores higher
     assert wlcs_l([0, 1, 2, 5, 4, 3], list(range(6))) > wlcs_l([0, 5, 1, 4, 2, 3], list(range(6)))
+    # by hand, f(k) = k^1.2, n = 6: "0 1 2" is one run of 3 plus one single match (WLCS = f(3) + 1);
+    # "0 . 1 . 2 3" matches 0 and 1 alone and "2 3" as a run of 2 (WLCS = 1 + 1 + f(2))
+    f = lambda k: k ** 1.2  # noqa: E731
+
+    def by_hand(w, n=6):
+        p, r = (w / f(n)) ** (1 / 1.2), (w / f(f(n))) ** (1 / 1.2)
+        return 2 * p * r / (p + r)
+
+    assert wlcs([0, 1, 2, 5, 4, 3], list(range(6))) == pytest.approx(f(3) + 1, rel=1e-12)
+    assert wlcs([0, 5, 1, 4, 2, 3], list(range(6))) == pytest.approx(2 + f(2), rel=1e-12)
+    assert wlcs_l([0, 1, 2, 5, 4, 3], list(range(6))) == pytest.approx(by_hand(f(3) + 1), rel=1e-12)
+    assert wlcs_l([0, 5, 1, 4, 2, 3], list(range(6))) == pytest.approx(by_hand(2 + f(2)), rel=1e-12)
 
 
 def test_ordering_scores_corpus_means():

@@ -11,6 +11,7 @@ import math
 import os
 import random
 import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -97,8 +98,26 @@ def test_slor_kenlm_prefers_original_sentences(split_sentences, kenlm_ready, tmp
     assert rate >= 0.95
     good, bad = scorer.thresholds
     assert 0 < bad < good < 1
+    # ValForGood / ValForBad from every training CP, queried here with the kenlm module itself:
+    # decreasing order, the lowest of the first 40% and the highest of the last 20% (seed 003, sec. 1.2)
+    import kenlm
+
+    model = kenlm.Model(str(tmp_path / "words.arpa"))
+    lines = [" ".join(word_tokenize(x)) for x in train]
+    cps = sorted((10 ** lp for line in lines for lp, _, _ in model.full_scores(line, bos=True, eos=True)), reverse=True)
+    n = len(cps)
+    assert (good, bad) == pytest.approx((cps[math.ceil(0.4 * n) - 1], cps[n - math.ceil(0.2 * n)]), rel=1e-9)
     s = scorer.score(held[0])
     assert s["ppl"] == pytest.approx(math.exp(-s["nce"]))
+    # NCE = mean ln CP over the words and </s>; SLOR subtracts the mean add-one unigram log-probability
+    words = word_tokenize(held[0])
+    lp = [x * math.log(10) for x, _, _ in model.full_scores(" ".join(words), bos=True, eos=True)]
+    counts = Counter(t for line in lines for t in line.split() + ["</s>"])
+    denom = sum(counts.values()) + len(counts) + 1  # N + k (V + 1), k = 1: one slot for unseen words
+    uni = [math.log((counts[t] + 1) / denom) for t in words + ["</s>"]]
+    assert s["length"] == len(words) + 1
+    assert s["nce"] == pytest.approx(sum(lp) / len(lp), rel=1e-9)
+    assert s["slor"] == pytest.approx((sum(lp) - sum(uni)) / len(lp), rel=1e-9)
 
 
 def test_wpslor_kenlm_prefers_original_sentences(split_sentences, kenlm_ready, tmp_path):
@@ -127,6 +146,13 @@ def test_slor_smollm2_prefers_original_sentences(split_sentences):
         assert rate >= 0.95
         # batching with padding does not change a sentence's log-probability
         assert scorer.logprob(few[3]) == pytest.approx(scorer.logprobs(few[:5])[3], abs=1e-3)
+        # and it is the chain rule over the LM's tokens after the start token: one unpadded forward pass,
+        # no attention mask, float64 log-softmax, each next token's log-probability summed here
+        ids = [scorer.prefix_id] + scorer.tok(few[3], add_special_tokens=False).input_ids
+        with torch.no_grad():
+            logp = scorer.net(torch.tensor([ids])).logits[0, :-1].double().log_softmax(-1)
+        want = float(sum(logp[t, ids[t + 1]] for t in range(len(ids) - 1)))
+        assert scorer.logprob(few[3]) == pytest.approx(want, abs=1e-3)
     finally:
         torch.set_num_threads(threads)
     # SLOR = NCE - unigram log-probability per word

@@ -65,6 +65,17 @@ def test_env_override_is_checked(monkeypatch, tmp_path):
     assert find_kenlm_bin(required=False) is None
 
 
+def arpa_token_logprobs(table, words, order):
+    """Natural-log P(w | history) of each word and of </s>, by back-off through the ARPA table."""
+    history, want = ["<s>"], []
+    for w in words + ["</s>"]:
+        key = w if (w,) in table[1] else "<unk>"
+        want.append(backoff_log10(table, history[len(history) - (order - 1):] if order > 1 else [], key)
+                    * math.log(10))
+        history.append(key)
+    return want
+
+
 def test_query_matches_the_arpa_file(kenlm_bin, tmp_path):
     arpa = estimate_ngram(CORPUS, 3, tmp_path / "m.arpa", discount_fallback="auto", memory="64M")
     lm = NgramLM(arpa)
@@ -73,12 +84,7 @@ def test_query_matches_the_arpa_file(kenlm_bin, tmp_path):
     for sentence in ["the cat sat on the rug", "a dog lay on the fish", "the unicorn sat"]:
         words = sentence.split()
         got = lm.token_logprobs(words)
-        history = ["<s>"]
-        want = []
-        for w in words + ["</s>"]:
-            key = w if (w,) in table[1] else "<unk>"
-            want.append(backoff_log10(table, history[-2:], key) * math.log(10))
-            history.append(key)
+        want = arpa_token_logprobs(table, words, 3)
         assert got == pytest.approx(want, abs=1e-4)
         assert lm.logprob(words) == pytest.approx(sum(want), abs=1e-4)
     assert lm.oov("the unicorn".split()) == [False, True]
@@ -92,13 +98,22 @@ def test_small_vocabulary_needs_discount_fallback(kenlm_bin, tmp_path):
     lm = NgramLM(path)
     probs = [math.exp(x) for x in lm.token_logprobs("A B".split())]
     assert all(0 < p < 1 for p in probs)
+    want = arpa_token_logprobs(read_arpa(path), ["A", "B"], 3)
+    assert [math.log(p) for p in probs] == pytest.approx(want, abs=1e-4)
+    # the fallback model is still normalised: P(. | <s>) over A, B, </s> and <unk> sums to one
+    table = read_arpa(path)
+    first = sum(10 ** backoff_log10(table, ["<s>"], w) for w in ("A", "B", "</s>", "<unk>"))
+    assert first == pytest.approx(1.0, abs=1e-4)
 
 
 def test_binary_output_and_token_checks(kenlm_bin, tmp_path):
     path = estimate_ngram(CORPUS, 2, tmp_path / "m.bin", binary=True, memory="64M")
     assert path.is_file() and not (tmp_path / "m.arpa").exists()
-    arpa_lm = NgramLM(estimate_ngram(CORPUS, 2, tmp_path / "m2.arpa", memory="64M"))
+    arpa_path = estimate_ngram(CORPUS, 2, tmp_path / "m2.arpa", memory="64M")
+    arpa_lm = NgramLM(arpa_path)
     assert NgramLM(path).logprob("the cat".split()) == pytest.approx(arpa_lm.logprob("the cat".split()), abs=1e-4)
+    want = sum(arpa_token_logprobs(read_arpa(arpa_path), "the cat".split(), 2))
+    assert NgramLM(path).logprob("the cat".split()) == pytest.approx(want, abs=1e-4)
     with pytest.raises(ValueError):
         estimate_ngram([["a b"]], 2, tmp_path / "x.arpa")
     with pytest.raises(ValueError):

@@ -116,6 +116,8 @@ def test_state_round_trip_gives_identical_scores():
     again._set_state(state, {k: v.clone() for k, v in tensors.items()})
     assert again.state_sha256() == critic.state_sha256()
     assert np.array_equal(again.score(docs).latent_nll, critic.score(docs).latent_nll)
+    p = make_process(cfg)
+    np.testing.assert_allclose(again.score(docs).latent_nll, _true_latent_nll(p, splits["valid"].states), rtol=1e-12)
 
 
 def test_monte_carlo_latent_ppl_matches_closed_form():
@@ -161,4 +163,5 @@ def test_unprojectable_sequences_are_counted_with_reasons():
     assert by_id["odd-3"].latent_nll == pytest.approx(-p.log_trans[cfg.num_states, p.owner[0]])
     assert by_id["odd-0"].latent_nll == pytest.approx(_true_latent_nll(p, d.states[:1])[0])
     ll = log_likelihood(p, tokens, lengths)
-    assert np.isfinite(ll[0]) and np.isneginf(ll[1:]).all()
+    want0 = -_true_latent_nll(p, d.states[:1])[0] + p.log_emit[d.subsequences[0]].sum()
+    assert ll[0] == pytest.approx(want0, rel=1e-12) and np.isneginf(ll[1:]).all()
