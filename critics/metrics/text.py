@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 from .encoders import BertScoreSimilarity, SentenceEncoder, spacy_entities
 from .obs import align_gold_order, coherence_lambda, ordered_bertscore
 
-__all__ = ["ordered_bertscore_text", "align_gold_order_text", "coherence_lambda_text"]
+__all__ = ["ordered_bertscore_text", "ordered_bertscore_texts", "align_gold_order_text", "coherence_lambda_text"]
 
 
 def ordered_bertscore_text(gold: Sequence[str], pred: Sequence[str], version: int = 1, n=1,
@@ -18,6 +18,20 @@ def ordered_bertscore_text(gold: Sequence[str], pred: Sequence[str], version: in
     """Ordered BERTScore of predicted sentences against gold sentences (BERTScore F1 matrix, gold rows)."""
     sim = (similarity or BertScoreSimilarity()).matrix(list(gold), list(pred))
     return ordered_bertscore(sim, version=version, n=n)
+
+
+def ordered_bertscore_texts(golds: Sequence[Sequence[str]], preds: Sequence[Sequence[str]], version: int = 1,
+                            n=1, similarity: BertScoreSimilarity | None = None) -> list[float]:
+    """Ordered BERTScore of each (gold, pred) document pair, in one batched call.
+
+    Every distinct sentence of all the documents is encoded once
+    (:meth:`BertScoreSimilarity.matrices`), so sentences shared between documents -- a gold
+    document and its permutations, several systems against one reference -- cost nothing extra.
+    """
+    if len(golds) != len(preds):
+        raise ValueError(f"{len(preds)} predictions but {len(golds)} gold documents")
+    sims = (similarity or BertScoreSimilarity()).matrices([(list(g), list(p)) for g, p in zip(golds, preds)])
+    return [ordered_bertscore(c, version=version, n=n) for c in sims]
 
 
 def align_gold_order_text(pred: Sequence[str], gold: Sequence[str],

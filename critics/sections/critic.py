@@ -6,7 +6,7 @@ start state ``<bos>`` and an end state ``<eos>``,
     P_c(z) = P(z_1 | <bos>) prod_{m=2}^{M} P(z_m | z_{m-1}) P(<eos> | z_M),
 
 each section's text emitted given its type.  The prior is the bigram table
-with add-delta smoothing, ``delta`` chosen on validation data from a grid:
+with add-delta smoothing, ``delta > 0`` chosen on validation data from a grid:
 
     P(j | i) = (C[i, j] + delta) / (sum_j' C[i, j'] + delta * |targets(i)|),
 
@@ -19,18 +19,24 @@ Posterior: the *given-title* posterior, a point mass on the (normalised)
 titles the document carries.  ``T(x) = -log P_c(z)`` and ``M(x)`` = number of
 sections + 1 (transitions scored), so the Latent PPL is
 ``exp(-sum log P / number of transitions)`` as in the paper.
+
+Speed: a title is normalised once per distinct raw string (a memo kept by the
+critic), a batch of documents becomes one flat array of title codes with
+per-document lengths, counting is one ``np.bincount`` over pair codes and the
+padded ``(B, L)`` states are filled by one scatter.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import math
+from numbers import Real
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from critic.critic import Critic
-from critic.document import Document
+from critic.critic import Critic, Projection
+from critic.document import Document, Section
 from critic.latent import PAD, MarkovChain, SequencePointMass
 from critic.registry import register_critic
 
@@ -41,6 +47,127 @@ __all__ = ["SectionTransitionCritic", "DEFAULT_DELTA_GRID", "UNKNOWN"]
 UNKNOWN = "<unk>"
 DEFAULT_DELTA_GRID = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0)
 
+DROPPED = -1
+"""Code of a section whose title is one of ``drop_titles`` (removed before projection)."""
+UNTITLED = -2
+"""Code of a section with no title (or none left after normalisation)."""
+
+_MEMO_LIMIT = 1 << 17  # distinct raw titles remembered before the memo starts afresh
+
+
+class _TitleMemo:
+    """Raw section title -> the critic's view of it, computed once per distinct raw string.
+
+    ``memo(raw)`` is the normalised title, ``None`` for a section without a
+    title (``None``, blank, or nothing left after normalisation) or
+    ``DROPPED`` for a boilerplate section.  One :class:`TitleNormalizer` is
+    built per setting; the memo is cleared when it outgrows ``_MEMO_LIMIT``.
+    """
+
+    def __init__(self, normalize_titles: bool, drop_titles: Sequence[str]):
+        self.normalize_titles = normalize_titles
+        self.drop_titles = drop_titles
+        self.normalizer = TitleNormalizer(lemmatize=normalize_titles, remove_numbers=normalize_titles,
+                                          spellings=TitleNormalizer().spellings if normalize_titles else ())
+        self.drop = {self.normalizer(t) for t in drop_titles}
+        self.seen: dict[str | None, str | int | None] = {}
+
+    def _view(self, raw: str | None) -> str | int | None:
+        if raw is None or not raw.strip():
+            return None
+        title = self.normalizer(raw) if self.normalize_titles else raw.strip()
+        if title in self.drop:
+            return DROPPED
+        return title or None
+
+    def __call__(self, raw: str | None) -> str | int | None:
+        try:
+            return self.seen[raw]
+        except KeyError:
+            if len(self.seen) >= _MEMO_LIMIT:
+                self.seen.clear()
+            view = self.seen[raw] = self._view(raw)
+            return view
+
+    def sections(self, sections: Sequence[Section]) -> list[str | int | None]:
+        """The view of each section's title, in order (one dict lookup each once all are seen)."""
+        try:
+            return [self.seen[sec.title] for sec in sections]
+        except KeyError:
+            return [self(sec.title) for sec in sections]
+
+
+def _raw_titles(docs: Sequence[Document]) -> tuple[list[str | None], np.ndarray]:
+    """Every section title of ``docs`` in order (``N`` of them) and sections per document ``(B,)``."""
+    raws = [sec.title for d in docs for sec in d.sections]
+    sizes = np.fromiter((len(d.sections) for d in docs), dtype=np.int64, count=len(docs))
+    return raws, sizes
+
+
+def _encode(raws: list, table: dict, code) -> np.ndarray:
+    """``(N,)`` int64 codes of ``raws`` through ``table``, filled by ``code(raw)`` for raws not in it."""
+    try:
+        return np.fromiter(map(table.__getitem__, raws), dtype=np.int64, count=len(raws))
+    except KeyError:
+        for raw in set(raws).difference(table):
+            table[raw] = code(raw)
+        return np.fromiter(map(table.__getitem__, raws), dtype=np.int64, count=len(raws))
+
+
+def _title_ids(raws: list, memo: "_TitleMemo") -> tuple[np.ndarray, list[str]]:
+    """``(N,)`` ids of ``raws`` into the list of their distinct normalised titles (in no set order),
+    ``DROPPED`` / ``UNTITLED`` for boilerplate and untitled sections."""
+    titles: dict[str, int] = {}
+
+    def code(raw):
+        title = memo(raw)
+        if title is None:
+            return UNTITLED
+        return DROPPED if title == DROPPED else titles.setdefault(title, len(titles))
+
+    return _encode(raws, {}, code), list(titles)
+
+
+def _drop(codes: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Remove ``DROPPED`` sections: (kept codes ``(N',)``, kept sections per document ``(B,)``)."""
+    keep = codes != DROPPED
+    doc_of = np.repeat(np.arange(len(sizes)), sizes)
+    return codes[keep], np.bincount(doc_of[keep], minlength=len(sizes))
+
+
+def _usable(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``(B,)`` True where a document has >= 1 kept section and every kept one is titled."""
+    doc_of = np.repeat(np.arange(len(lengths)), lengths)
+    untitled = np.bincount(doc_of[codes == UNTITLED], minlength=len(lengths))
+    return (lengths > 0) & (untitled == 0)
+
+
+def _select(codes: np.ndarray, lengths: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The flat codes and lengths of the documents ``rows`` (a boolean ``(B,)`` mask)."""
+    return codes[np.repeat(rows, lengths)], lengths[rows]
+
+
+def _padded(codes: np.ndarray, lengths: np.ndarray) -> torch.Tensor:
+    """``(B, L)`` states, ``L = max(lengths)``, row b = its ``lengths[b]`` codes then ``PAD``.
+
+    One scatter: element n of the flat ``codes`` goes to row ``doc(n)``,
+    column ``n - offset(doc(n))`` with ``offset = cumsum(lengths) - lengths``.
+    """
+    offsets = np.cumsum(lengths) - lengths
+    rows = np.repeat(np.arange(len(lengths)), lengths)
+    cols = np.arange(len(codes)) - np.repeat(offsets, lengths)
+    states = np.full((len(lengths), int(lengths.max(initial=0))), PAD, dtype=np.int64)
+    states[rows, cols] = codes
+    return torch.from_numpy(states)
+
+
+def _check_delta(value, name: str) -> float:
+    """``value`` as a float, or a ValueError naming the setting: add-delta smoothing needs 0 < delta < inf."""
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0 (add-delta smoothing with delta <= 0 gives "
+                         f"log 0 or NaN Latent PPLs), got {value!r}")
+    return float(value)
+
 
 @register_critic("sections")
 class SectionTransitionCritic(Critic):
@@ -48,11 +175,18 @@ class SectionTransitionCritic(Critic):
 
     Parameters
     ----------
-    delta: fixed add-delta smoothing; ``None`` picks it on validation data from ``delta_grid``.
-    delta_grid: candidate deltas (lowest validation Latent PPL wins; ties: the smaller delta).
+    delta: fixed add-delta smoothing (> 0); ``None`` picks it on validation data from ``delta_grid``.
+    delta_grid: candidate deltas, each > 0 (lowest validation Latent PPL wins; ties: the smaller delta).
     normalize_titles: apply app. E title normalisation (lemmatise, drop numbers, spellings).
     drop_titles: section titles (after normalisation) removed before projection, as in app. E.
+
+    Fitted attributes: ``vocab_`` (the K states, ``<unk>`` last), ``index_``,
+    ``counts_`` (start ``(K,)``, transition ``(K, K)``, end ``(K,)``),
+    ``delta_``, ``validation_ppl_`` (delta -> validation Latent PPL) and
+    ``validation_skipped_`` (validation document id -> why it could not be used).
     """
+
+    batch_size = 8192  # a projection is K-independent integer work: large batches cost no memory
 
     def __init__(
         self,
@@ -67,60 +201,80 @@ class SectionTransitionCritic(Critic):
         self.drop_titles = tuple(drop_titles)
 
     # ------------------------------------------------------------ titles
-    def _normalizer(self) -> TitleNormalizer:
-        return TitleNormalizer(lemmatize=self.normalize_titles, remove_numbers=self.normalize_titles,
-                               spellings=TitleNormalizer().spellings if self.normalize_titles else ())
+    def _memo(self) -> _TitleMemo:
+        """The memo of this critic's settings (rebuilt, with the title codes, if they were reassigned)."""
+        memo = self.__dict__.get("_title_memo")
+        if memo is None or memo.normalize_titles is not self.normalize_titles \
+                or memo.drop_titles is not self.drop_titles:
+            memo = self._title_memo = _TitleMemo(self.normalize_titles, self.drop_titles)
+            self._codes = {}
+        return memo
 
     def titles(self, doc: Document) -> list[str | None]:
         """The document's section titles as the critic sees them (normalised, boilerplate dropped).
 
         A section without a title gives ``None``.
         """
-        norm = self._normalizer()
-        drop = {norm(t) for t in self.drop_titles}
-        out: list[str | None] = []
-        for sec in doc.sections:
-            if sec.title is None or not sec.title.strip():
-                out.append(None)
-                continue
-            t = norm(sec.title) if self.normalize_titles else sec.title.strip()
-            if t not in drop:
-                out.append(t if t else None)
-        return out
+        return [t for t in self._memo().sections(doc.sections) if t != DROPPED]
 
     def check(self, doc: Document) -> str | None:
         if not doc.sections:
             return "document has no sections"
-        titles = self.titles(doc)
+        views = self._memo().sections(doc.sections)
+        if None not in views and views.count(DROPPED) < len(views):
+            return None
+        titles = [t for t in views if t != DROPPED]
         if not titles:
             return "no sections left after dropping " + "/".join(self.drop_titles) + " sections"
-        missing = [k for k, t in enumerate(titles) if t is None]
-        if missing:
-            return (f"section {missing[0]} has no title (or none left after normalisation); the "
-                    "given-title posterior needs one per section")
-        return None
+        return (f"section {titles.index(None)} has no title (or none left after normalisation); the "
+                "given-title posterior needs one per section")
 
-    def unknown_count(self, doc: Document) -> int:
-        return sum(t not in self.index_ for t in self.titles(doc) if t is not None)
+    def _state_code(self, raw: str | None) -> int:
+        """State index of a raw title (``<unk>`` if unseen in training), or ``DROPPED`` / ``UNTITLED``."""
+        title = self._memo()(raw)
+        if title is None:
+            return UNTITLED
+        if title == DROPPED:
+            return DROPPED
+        return self.index_.get(title, self.index_[UNKNOWN])
+
+    def _sequences(self, docs: Sequence[Document]) -> tuple[np.ndarray, np.ndarray]:
+        """State codes of every kept section, flat ``(N,)``, and kept sections per document ``(B,)``.
+
+        ``UNTITLED`` marks a section without a title; each distinct raw title
+        is looked up once per fit (``_codes``), never normalised twice.
+        """
+        self._memo()
+        if len(self._codes) >= _MEMO_LIMIT:
+            self._codes.clear()
+        raws, sizes = _raw_titles(docs)
+        return _drop(_encode(raws, self._codes, self._state_code), sizes)
 
     # ------------------------------------------------------------ fitting
-    def _indices(self, docs: Sequence[Document]) -> list[list[int]]:
-        unk = self.index_[UNKNOWN]
-        return [[self.index_.get(t, unk) for t in self.titles(d)] for d in docs]
-
     @staticmethod
-    def _count(sequences: list[list[int]], k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        start, trans, end = np.zeros(k), np.zeros((k, k)), np.zeros(k)
-        for seq in sequences:
-            start[seq[0]] += 1
-            np.add.at(trans, (seq[:-1], seq[1:]), 1)
-            end[seq[-1]] += 1
+    def _count(codes: np.ndarray, lengths: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Bigram counts of ``<bos> z_1 .. z_M <eos>`` over documents given flat.
+
+        ``codes (N,)`` holds the states of all documents one after another,
+        ``lengths (B,)`` (each >= 1) their sizes.  Returns float64 ``start (K,)``
+        (``C[<bos>, j]``), ``transition (K, K)`` (``C[i, j]``, pair code ``i K + j``
+        counted by one ``bincount``) and ``end (K,)`` (``C[i, <eos>]``).
+        """
+        ends = np.cumsum(lengths)
+        first, last = codes[ends - lengths], codes[ends - 1]
+        within = np.ones(max(len(codes) - 1, 0), dtype=bool)
+        within[ends[:-1] - 1] = False  # the pair (last of doc b, first of doc b + 1) is not a transition
+        pairs = codes[:-1][within] * k + codes[1:][within]
+        start = np.bincount(first, minlength=k).astype(np.float64)
+        trans = np.bincount(pairs, minlength=k * k).astype(np.float64).reshape(k, k)
+        end = np.bincount(last, minlength=k).astype(np.float64)
         return start, trans, end
 
     @staticmethod
     def smoothed_log_probs(start: np.ndarray, trans: np.ndarray, end: np.ndarray, delta: float
                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Add-delta smoothed ``(log pi, log A, log f)`` from transition counts."""
+        """Add-delta smoothed ``(log pi, log A, log f)`` from transition counts (``delta > 0``)."""
+        delta = _check_delta(delta, "delta")
         k = start.shape[0]
         initial = np.log((start + delta) / (start.sum() + delta * k))
         denom = trans.sum(1) + end + delta * (k + 1)
@@ -129,42 +283,78 @@ class SectionTransitionCritic(Critic):
         as_t = lambda a: torch.as_tensor(a, dtype=torch.float64)  # noqa: E731
         return as_t(initial), as_t(transition), as_t(final)
 
-    def fit(self, docs: Sequence[Document], *, validation: Sequence[Document] | None = None
-            ) -> "SectionTransitionCritic":
-        reasons = {d.id: self.check(d) for d in docs}
-        bad = {k: v for k, v in reasons.items() if v is not None}
-        usable = [d for d in docs if reasons[d.id] is None]
-        if bad:
-            first = next(iter(bad.items()))
-            raise ValueError(f"{len(bad)} training document(s) cannot be used, e.g. {first[0]!r}: {first[1]}")
-        if not usable:
-            raise ValueError("no training documents")
-        freq = Counter(t for d in usable for t in self.titles(d))
-        vocab = sorted(freq, key=lambda t: (-freq[t], t)) + [UNKNOWN]
+    def _check_settings(self) -> None:
+        """``delta`` (when set) and every ``delta_grid`` value (when used) must be finite and > 0."""
+        if self.delta is not None:
+            _check_delta(self.delta, "delta")
+            return
+        if not self.delta_grid:
+            raise ValueError("delta_grid is empty: give candidate deltas > 0, or set delta")
+        for k, value in enumerate(self.delta_grid):
+            _check_delta(value, f"delta_grid[{k}]")
+
+    def _set_vocab(self, vocab: list[str]) -> None:
         self.vocab_ = vocab
         self.index_ = {t: i for i, t in enumerate(vocab)}
-        self.counts_ = self._count(self._indices(usable), len(vocab))
+        self._codes = {}
+
+    def fit(self, docs: Sequence[Document], *, validation: Sequence[Document] | None = None
+            ) -> "SectionTransitionCritic":
+        """Count title bigrams on ``docs``; pick delta on ``validation`` unless ``delta`` is set.
+
+        Every training document must be usable (else ValueError with the
+        first reason); unusable validation documents are skipped and kept in
+        ``validation_skipped_`` with their reasons.
+        """
+        self._check_settings()
+        if self.delta is None and not validation:
+            raise ValueError("delta=None picks delta on validation data: pass validation=docs or set delta")
+        if not docs:
+            raise ValueError("no training documents")
+        val, skipped = self._usable_validation(validation) if self.delta is None else ([], {})
+        raws, sizes = _raw_titles(docs)
+        ids, titles = _title_ids(raws, self._memo())
+        ids, lengths = _drop(ids, sizes)
+        usable = _usable(ids, lengths)
+        if not usable.all():
+            bad = [d for d, ok in zip(docs, usable) if not ok]
+            raise ValueError(f"{len(bad)} training document(s) cannot be used, e.g. {bad[0].id!r}: "
+                             f"{self.check(bad[0])}")
+        freq = np.bincount(ids, minlength=len(titles))
+        order = sorted(range(len(titles)), key=lambda i: (-freq[i], titles[i]))
+        self._set_vocab([titles[i] for i in order] + [UNKNOWN])
+        lookup = np.array([self.index_.get(t, self.index_[UNKNOWN]) for t in titles], dtype=np.int64)
+        self.counts_ = self._count(lookup[ids], lengths, len(self.vocab_))
+        self.validation_skipped_ = skipped
         if self.delta is not None:
-            self.delta_ = float(self.delta)
-            self.validation_ppl_ = {}
+            self.delta_, self.validation_ppl_ = float(self.delta), {}
         else:
-            if not validation:
-                raise ValueError("delta=None picks delta on validation data: pass validation=docs "
-                                 "or set delta")
-            val = [d for d in validation if self.check(d) is None]
-            if not val:
-                raise ValueError("no usable validation document to choose delta")
-            seqs = self._indices(val)
-            steps = sum(len(s) + 1 for s in seqs)
-            scores = {}
-            for delta in self.delta_grid:
-                self._set_prior(delta)
-                nll = float(self.latent_nll(val).sum())
-                scores[delta] = float(np.exp(nll / steps))
-            self.validation_ppl_ = scores
-            self.delta_ = min(scores, key=lambda d: (scores[d], d))
+            self._choose_delta(val)
         self._set_prior(self.delta_)
         return self
+
+    def _usable_validation(self, validation: Sequence[Document]) -> tuple[list[Document], dict[str, str]]:
+        """(validation documents that pass :meth:`check`, id -> reason for the others); a
+        ValueError with the count and a reason when none passes."""
+        reasons = {d.id: self.check(d) for d in validation}
+        skipped = {i: r for i, r in reasons.items() if r is not None}
+        if len(skipped) == len(reasons):
+            first = next(iter(skipped.items()))
+            raise ValueError(f"no usable validation document to choose delta: all {len(validation)} failed, "
+                             f"e.g. {first[0]!r}: {first[1]}")
+        return [d for d in validation if reasons[d.id] is None], skipped
+
+    def _choose_delta(self, val: Sequence[Document]) -> None:
+        """``delta_`` = argmin over ``delta_grid`` of the validation Latent PPL
+        ``exp(sum_x T(x) / sum_x M(x))`` (ties: the smaller delta)."""
+        projection = self.project(val)
+        steps = float(projection.latent_steps.sum())
+        scores = {}
+        for delta in self.delta_grid:
+            self._set_prior(delta)
+            scores[delta] = float(np.exp(float(self.latent_nll(projection).value.sum()) / steps))
+        self.validation_ppl_ = scores
+        self.delta_ = float(min(scores, key=lambda d: (scores[d], d)))
 
     def _set_prior(self, delta: float) -> None:
         self.prior_ = MarkovChain(*self.smoothed_log_probs(*self.counts_, delta))
@@ -174,17 +364,25 @@ class SectionTransitionCritic(Critic):
         self._require_fitted()
         return self.prior_
 
-    def posterior(self, docs: Sequence[Document]) -> SequencePointMass:
-        """Point mass on each document's title indices, ``(B, L)`` padded with ``PAD``."""
-        seqs = self._indices(docs)
-        width = max(len(s) for s in seqs)
-        states = torch.full((len(seqs), width), PAD, dtype=torch.long)
-        for b, s in enumerate(seqs):
-            states[b, : len(s)] = torch.as_tensor(s)
-        return SequencePointMass(states)
-
-    def latent_steps(self, docs: Sequence[Document]) -> torch.Tensor:
-        return torch.tensor([len(self.titles(d)) + 1 for d in docs], dtype=torch.float64)
+    def project(self, docs: Sequence[Document]) -> Projection:
+        """Point mass on each document's title indices ``(B, L)`` (padded with ``PAD``);
+        ``M(x)`` = sections + 1; titles mapped to ``<unk>`` counted per document
+        (documents with none are left out of ``unknown``).  Documents that fail
+        :meth:`check` are returned as failures with its reason."""
+        codes, lengths = self._sequences(docs)
+        ok = _usable(codes, lengths)
+        failures = {docs[b].id: self.check(docs[b]) for b in np.flatnonzero(~ok)}
+        codes, lengths = _select(codes, lengths, ok)
+        kept = [d.id for d, good in zip(docs, ok.tolist()) if good]
+        unk = np.bincount(np.repeat(np.arange(len(lengths)), lengths)[codes == self.index_[UNKNOWN]],
+                          minlength=len(lengths))
+        return Projection(
+            doc_ids=kept,
+            posterior=SequencePointMass(_padded(codes, lengths)),
+            latent_steps=torch.from_numpy(lengths + 1.0),
+            failures=failures,
+            unknown={kept[b]: int(unk[b]) for b in np.flatnonzero(unk)},
+        )
 
     # ------------------------------------------------------------ inspection
     def transition_probability(self, previous: str, current: str) -> float:
@@ -201,15 +399,17 @@ class SectionTransitionCritic(Critic):
     def _get_state(self):
         start, trans, end = self.counts_
         state = {"vocab": self.vocab_, "delta": self.delta_,
-                 "validation_ppl": {repr(k): v for k, v in self.validation_ppl_.items()}}
+                 "validation_ppl": {repr(k): v for k, v in self.validation_ppl_.items()},
+                 "validation_skipped": self.validation_skipped_}
         tensors = {"start": torch.as_tensor(start), "transition": torch.as_tensor(trans),
                    "end": torch.as_tensor(end)}
         return state, tensors
 
     def _set_state(self, state, tensors) -> None:
-        self.vocab_ = list(state["vocab"])
-        self.index_ = {t: i for i, t in enumerate(self.vocab_)}
-        self.delta_ = float(state["delta"])
+        self._memo()
+        self._set_vocab(list(state["vocab"]))
+        self.delta_ = _check_delta(state["delta"], "saved delta")
         self.validation_ppl_ = {float(k): v for k, v in state["validation_ppl"].items()}
+        self.validation_skipped_ = {str(k): str(v) for k, v in state["validation_skipped"].items()}
         self.counts_ = tuple(tensors[k].numpy() for k in ("start", "transition", "end"))
         self._set_prior(self.delta_)

@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from critic.document import Document
+from critic.plots import new_figure, save_figure
 
 from .analysis import transition_counts
 from .critic import SectionTransitionCritic
@@ -34,20 +35,20 @@ def empirical_transitions(critic: SectionTransitionCritic, docs: Sequence[Docume
 def transition_difference_heatmap(critic: SectionTransitionCritic, reference: Sequence[Document],
                                   candidate: Sequence[Document], path: str | Path, *, name: str = "candidate",
                                   top: int = 20, threshold: float = 0.05) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """Heatmap of ``P_cand - P_ref`` over ``<bos>``, the ``top`` most frequent types and ``<eos>``,
+    saved as PNG at ``path`` (atomically, on its own Agg canvas)."""
+    from matplotlib.patches import Rectangle
 
     labels = ["<bos>", *[t for t in critic.vocab_ if t != "<unk>"][:top], "<eos>"]
     diff = empirical_transitions(critic, candidate, labels) - empirical_transitions(critic, reference, labels)
-    fig, ax = plt.subplots(figsize=(1.0 + 0.42 * len(labels), 0.8 + 0.4 * len(labels)), dpi=110)
+    fig = new_figure(figsize=(1.0 + 0.42 * len(labels), 0.8 + 0.4 * len(labels)), dpi=110)
+    ax = fig.subplots()
     bound = max(float(np.abs(diff).max()), 1e-6)
     im = ax.imshow(diff, cmap="RdBu_r", vmin=-bound, vmax=bound)
     for i, a in enumerate(labels[:-1]):
         for j, b in enumerate(labels[1:], start=1):
             if critic.transition_probability(a, b) < threshold and abs(diff[i, j]) > 1e-9:
-                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.5))
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.5))
     ax.set_xticks(range(len(labels)), labels, rotation=60, ha="right", fontsize=8)
     ax.set_yticks(range(len(labels)), labels, fontsize=8)
     ax.set_xlabel("z_m")
@@ -55,7 +56,4 @@ def transition_difference_heatmap(critic: SectionTransitionCritic, reference: Se
     ax.set_title(f"P_{name}(z_m | z_m-1) - P_real; red: P_c < {threshold}", fontsize=9)
     fig.colorbar(im, ax=ax, shrink=0.8)
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

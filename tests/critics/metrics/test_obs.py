@@ -116,3 +116,43 @@ def test_coherence_lambda_by_hand():
     assert coherence_lambda(emb, [set(), {"b"}, set()], 1.0) == 0.0
     with pytest.raises(ValueError):
         coherence_lambda([[1.0, 0.0]], [set()], 0.5)
+
+
+def test_batches_and_groups_cover_everything_within_bounds():
+    from critics.metrics.encoders import _batches, _groups
+
+    lengths = sorted(np.random.default_rng(0).integers(1, 60, size=50).tolist())
+    batches = list(_batches(lengths, 8, 100))
+    assert [i for b in batches for i in b] == list(range(50))
+    assert all(len(b) <= 8 and (len(b) == 1 or len(b) * lengths[b[-1]] <= 100) for b in batches)
+    pairs = [(["a", "b"], ["b", "c"]), (["a"], ["c"]), (["d"], ["e", "a"]), (["f"], ["f"])]
+    size = dict(zip("abcdef", [3, 4, 5, 6, 7, 8]))
+    groups = list(_groups(pairs, size, 14))
+    assert groups == [(["a", "b", "c"], pairs[:2]), (["d", "e", "a"], pairs[2:3]), (["f"], pairs[3:])]
+
+
+SENTENCES = ["The cat sat on the mat.", "A dog barked at the mailman.", "Stocks fell sharply on Monday.",
+             "It rained all day in Paris.", "The kernel schedules the threads."]
+
+
+def test_batched_ordered_bertscore_equals_the_per_document_path():
+    from bert_score import BERTScorer
+
+    from critics.metrics.encoders import BertScoreSimilarity, resolve_encoder
+    from critics.metrics.text import ordered_bertscore_text, ordered_bertscore_texts
+
+    golds = [SENTENCES[:3], SENTENCES[2:], SENTENCES[1:4]]
+    preds = [SENTENCES[:3][::-1], SENTENCES[3:], [SENTENCES[0], SENTENCES[3]]]
+    # tiny batches and groups: several encoder batches, texts re-encoded across groups
+    sim = BertScoreSimilarity(batch_size=2, batch_tokens=24, max_tokens=30)
+    batched = ordered_bertscore_texts(golds, preds, version=2, n=2, similarity=sim)
+    one_by_one = [ordered_bertscore_text(g, p, version=2, n=2) for g, p in zip(golds, preds)]
+    np.testing.assert_allclose(batched, one_by_one, rtol=0, atol=1e-6)
+    # and the bert-score package itself, one sentence pair at a time
+    scorer = BERTScorer(model_type=resolve_encoder(None), num_layers=6, batch_size=1, use_fast_tokenizer=True)
+    for g, p, got in zip(golds, preds, sim.matrices(list(zip(golds, preds)))):
+        want = np.array([[float(scorer.score([c], [r], batch_size=1)[2][0]) for c in p] for r in g])
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+        assert ordered_bertscore(got, 2, 2) == pytest.approx(ordered_bertscore(want, 2, 2), abs=1e-5)
+    with pytest.raises(ValueError, match="2 predictions but 3 gold"):
+        ordered_bertscore_texts(golds, preds[:2], similarity=sim)

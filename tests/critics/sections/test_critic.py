@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 
 from critic import Critic, criticize
+from critic.critic import FORMAT_VERSION
 from critic.corrupt import corrupt_all
 from critic.document import Document, Section
-from critics.sections import SectionTransitionCritic, UNKNOWN
+from critics.sections import SectionTransitionCritic, TitleNormalizer, UNKNOWN
+from critics.sections.critic import _padded
 
 
 def doc(doc_id, titles):
@@ -82,7 +84,7 @@ def test_save_load_round_trip_is_exact(tmp_path):
     critic = SectionTransitionCritic(delta_grid=(0.05, 0.5)).fit(TRAIN, validation=VALID)
     critic.save(tmp_path / "c")
     meta = (tmp_path / "c" / "critic.json").read_text()
-    assert '"format_version": 1' in meta and '"critic": "sections"' in meta
+    assert f'"format_version": {FORMAT_VERSION}' in meta and '"critic": "sections"' in meta
     again = Critic.load(tmp_path / "c")
     test = VALID + [doc("x", ["result", "intro", "oddity"])]
     np.testing.assert_array_equal(again.score(test).latent_nll, critic.score(test).latent_nll)
@@ -127,3 +129,85 @@ def test_empirical_transitions_and_heatmap(tmp_path):
     np.testing.assert_allclose(table[2], [0, 0, 0.25, 0.75, 0])
     path = transition_difference_heatmap(critic, TRAIN, VALID, tmp_path / "t.png")
     assert path.stat().st_size > 1000
+
+
+@pytest.mark.parametrize("settings,name", [
+    ({"delta": 0}, "delta"), ({"delta": -0.1}, "delta"), ({"delta": math.nan}, "delta"),
+    ({"delta": math.inf}, "delta"), ({"delta_grid": (0.1, 0.0, 1.0)}, r"delta_grid\[1\]"),
+    ({"delta_grid": (float("nan"),)}, r"delta_grid\[0\]"), ({"delta_grid": ()}, "delta_grid"),
+])
+def test_delta_must_be_positive_and_finite(settings, name):
+    critic = SectionTransitionCritic(normalize_titles=False, **settings)
+    with pytest.raises(ValueError, match=name):
+        critic.fit(TRAIN, validation=VALID)
+    assert not critic.is_fitted
+
+
+def test_unusable_validation_documents_are_kept_with_reasons(tmp_path):
+    bad = [Document("empty", ()), doc("refs", ["see also", "source"]), Document("untitled", (Section(None, "y"),))]
+    critic = SectionTransitionCritic(delta_grid=(0.1, 1.0), normalize_titles=False).fit(TRAIN, validation=VALID + bad)
+    assert critic.validation_skipped_ == {
+        "empty": "document has no sections",
+        "refs": "no sections left after dropping see also/external link/reference/further reading/note/source "
+                "sections",
+        "untitled": "section 0 has no title (or none left after normalisation); the given-title posterior "
+                    "needs one per section",
+    }
+    # the usable ones alone choose the same delta with the same validation PPLs
+    alone = SectionTransitionCritic(delta_grid=(0.1, 1.0), normalize_titles=False).fit(TRAIN, validation=VALID)
+    assert critic.validation_ppl_ == alone.validation_ppl_ and alone.validation_skipped_ == {}
+    critic.save(tmp_path / "c")
+    assert Critic.load(tmp_path / "c").validation_skipped_ == critic.validation_skipped_
+    unfitted = SectionTransitionCritic(normalize_titles=False)
+    with pytest.raises(ValueError, match=r"all 3 failed, e.g. 'empty': document has no sections"):
+        unfitted.fit(TRAIN, validation=bad)
+    assert not unfitted.is_fitted
+
+
+def test_bigram_counts_match_a_loop_over_documents():
+    rng = np.random.default_rng(0)
+    k = 5
+    seqs = [rng.integers(0, k, size=rng.integers(1, 7)).tolist() for _ in range(40)]
+    start, trans, end = np.zeros(k), np.zeros((k, k)), np.zeros(k)
+    for s in seqs:
+        start[s[0]] += 1
+        end[s[-1]] += 1
+        for a, b in zip(s, s[1:]):
+            trans[a, b] += 1
+    got = SectionTransitionCritic._count(np.concatenate(seqs), np.array([len(s) for s in seqs]), k)
+    for g, w in zip(got, (start, trans, end)):
+        np.testing.assert_array_equal(g, w)
+    states = _padded(np.concatenate(seqs), np.array([len(s) for s in seqs])).numpy()
+    width = max(len(s) for s in seqs)
+    np.testing.assert_array_equal(states, [s + [-1] * (width - len(s)) for s in seqs])
+
+
+def test_each_distinct_title_is_normalised_once(monkeypatch):
+    calls = Counter()
+    original = TitleNormalizer.__call__
+
+    def counting(self, title):
+        calls[title] += 1
+        return original(self, title)
+
+    monkeypatch.setattr(TitleNormalizer, "__call__", counting)
+    train = [doc(f"t{i}", ["Intro", "Methods", "Results", "See Also"]) for i in range(30)]
+    test = [doc(f"x{i}", ["Results", "Intro", "Discussion"]) for i in range(30)]
+    critic = SectionTransitionCritic(delta=0.1).fit(train)
+    scores = critic.score(test)
+    assert scores.n == 30 and set(scores.unknown.values()) == {1}
+    titles = ["Intro", "Methods", "Results", "See Also", "Discussion"]
+    assert {t: calls[t] for t in titles} == dict.fromkeys(titles, 1)
+    assert critic.titles(test[0]) == ["result", "intro", "discussion"]
+
+
+def test_project_reports_unusable_documents_as_failures():
+    critic = SectionTransitionCritic(delta=0.1, normalize_titles=False).fit(TRAIN)
+    batch = [doc("x", ["intro", "zzz"]), Document("untitled", (Section("intro", "a"), Section(" ", "b")))]
+    projection = critic.project(batch)
+    assert projection.doc_ids == ["x"]
+    assert projection.failures == {"untitled": critic.check(batch[1])}
+    assert projection.unknown == {"x": 1}
+    assert projection.latent_steps.tolist() == [3.0]
+    np.testing.assert_array_equal(projection.posterior.value.numpy(),
+                                  [[critic.index_["intro"], critic.index_[UNKNOWN]]])
