@@ -175,7 +175,7 @@ def metric_main(args) -> int:
         return _emit({"metric": name, "value": value, "num_bins": bins})
     if name in ("ordered_bertscore", "align_gold_order"):
         from .encoders import BertScoreSimilarity
-        from .text import align_gold_order_text, ordered_bertscore_text
+        from .text import align_gold_order_text, ordered_bertscore_texts
 
         if not (args.pred_jsonl and args.gold_jsonl):
             raise ValueError("give --pred-jsonl and --gold-jsonl (documents paired by line)")
@@ -186,7 +186,7 @@ def metric_main(args) -> int:
         sim = BertScoreSimilarity(args.model)
         if name == "align_gold_order":
             return _emit({"metric": name, "orders": [align_gold_order_text(p, g, sim) for p, g in zip(preds, golds)]})
-        scores = [ordered_bertscore_text(g, p, args.version, n, sim) for p, g in zip(preds, golds)]
+        scores = ordered_bertscore_texts(golds, preds, args.version, n, sim)
         return _emit({"metric": name, "version": args.version, "n": args.n, "mean": sum(scores) / len(scores),
                       "values": scores})
     if name == "coherence_lambda":

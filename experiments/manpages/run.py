@@ -113,7 +113,8 @@ def _fit(stage: Stage, filtered: Stage, settings: dict, device: str) -> Critic:
     critic.save(stage.path)
     stage.commit()
     _log(f"fitted {settings['name']} critic: {len(critic.vocab_)} states, delta={critic.delta_} "
-         f"(validation Latent PPL {critic.validation_ppl_.get(critic.delta_, float('nan')):.4f})")
+         f"(validation Latent PPL {critic.validation_ppl_.get(critic.delta_, float('nan')):.4f}; "
+         f"{len(critic.validation_skipped_)} validation documents could not be used)")
     return critic
 
 
