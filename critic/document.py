@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-__all__ = ["Section", "Document", "DocumentError", "read_jsonl", "iter_jsonl", "write_jsonl",
+__all__ = ["Section", "Document", "DocumentError", "read_jsonl", "iter_jsonl", "iter_json_lines", "write_jsonl",
            "documents_sha256"]
 
 
@@ -136,12 +136,15 @@ def _section(sec: Any, where: str) -> Section:
     return Section(title=title, text=text)
 
 
-def iter_jsonl(path: str | Path) -> Iterator[Document]:
-    """Yield documents from a JSONL file; raise :class:`DocumentError` naming file, line and id."""
+def iter_json_lines(path: str | Path) -> Iterator[tuple[str, Any]]:
+    """``(where, value)`` per non-blank line of a JSON-lines file, ``where = "FILE:LINE"``.
+
+    Raises :class:`DocumentError` naming the file and line for a missing file,
+    bytes that are not UTF-8 and invalid JSON.
+    """
     path = Path(path)
-    if not path.exists():
+    if not path.is_file():
         raise DocumentError(f"{path}: no such file")
-    seen: set[str] = set()
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
             where = f"{path}:{lineno}"
@@ -153,14 +156,20 @@ def iter_jsonl(path: str | Path) -> Iterator[Document]:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                yield where, json.loads(line)
             except json.JSONDecodeError as exc:
                 raise DocumentError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
-            doc = Document.from_dict(obj, where=where)
-            if doc.id in seen:
-                raise DocumentError(f"{where}: duplicate document id {doc.id!r}")
-            seen.add(doc.id)
-            yield doc
+
+
+def iter_jsonl(path: str | Path) -> Iterator[Document]:
+    """Yield documents from a JSONL file; raise :class:`DocumentError` naming file, line and id."""
+    seen: set[str] = set()
+    for where, obj in iter_json_lines(path):
+        doc = Document.from_dict(obj, where=where)
+        if doc.id in seen:
+            raise DocumentError(f"{where}: duplicate document id {doc.id!r}")
+        seen.add(doc.id)
+        yield doc
 
 
 def read_jsonl(path: str | Path) -> list[Document]:

@@ -46,28 +46,15 @@ def _floats(text: str, flag: str) -> list[float]:
 
 def _read_jsonl(path: str) -> list[tuple[str, dict]]:
     """``(where, record)`` per non-blank line; errors name the file and line."""
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"{p}: no such file")
+    from critic.document import iter_json_lines
+
     records = []
-    with open(p, "rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            where = f"{p}:{lineno}"
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise ValueError(f"{where}: line is not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
-            if not isinstance(rec, dict):
-                raise ValueError(f"{where}: expected a JSON object, got {type(rec).__name__}")
-            records.append((where, rec))
+    for where, rec in iter_json_lines(path):
+        if not isinstance(rec, dict):
+            raise ValueError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+        records.append((where, rec))
     if not records:
-        raise ValueError(f"{p}: file holds no records")
+        raise ValueError(f"{path}: file holds no records")
     return records
 
 

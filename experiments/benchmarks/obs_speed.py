@@ -29,32 +29,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 import time
-import tomllib
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["main", "load_pairs", "PerDocumentBertScore"]
+from critic.io import atomic_write_text
 
-CONFIG = Path(__file__).resolve().parents[1] / "manpages" / "sections.toml"
+from .corpus import filtered_manpages
+
+__all__ = ["main", "load_pairs", "PerDocumentBertScore"]
 
 
 def load_pairs(root: str | Path, docs: int, corruptions: list[str]) -> tuple[list[list[str]], list[list[str]]]:
     """(gold, prediction) section-text lists: ``docs`` pages x ``corruptions``, page by page."""
-    from critic.corpora.manpages import build_manpages
     from critic.corrupt import CORRUPTIONS
-    from critic.document import read_jsonl
-    from critics.sections import CorpusFilter
 
-    corpus = tomllib.loads(CONFIG.read_text(encoding="utf-8"))["corpus"]
-    with tempfile.TemporaryDirectory() as tmp:
-        build_manpages(tmp, root=Path(root), install=False)
-        splits = {s: read_jsonl(Path(tmp) / f"{s}.jsonl") for s in ("train", "valid", "test")}
-    filt = CorpusFilter(min_sections=corpus["min_sections"], min_section_tokens=corpus["min_section_tokens"],
-                        max_section_tokens=corpus["max_section_tokens"], min_title_count=corpus["min_title_count"])
-    kept = filt.apply(splits)[0]
+    kept = filtered_manpages(root)
     pages = [d for s in ("train", "valid", "test") for d in kept[s]
              if sum(1 for sec in d.sections if sec.text.strip()) >= 2][:docs]
 
@@ -146,7 +137,7 @@ def main(argv=None) -> dict:
     print(f"  per-document path at batch 64 differs by up to {padding_effect:.1e} in Ordered BERTScore "
           "(its max over padded positions, see the module docstring)")
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        atomic_write_text(args.json, json.dumps(result, indent=1, allow_nan=False) + "\n")
     return result
 
 

@@ -28,31 +28,21 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import tempfile
 import time
-import tomllib
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Sequence
 
-__all__ = ["main", "load_train", "dictionary_baseline"]
+from critic.io import atomic_write_text
 
-CONFIG = Path(__file__).resolve().parents[1] / "manpages" / "sections.toml"
+from .corpus import filtered_manpages
+
+__all__ = ["main", "load_train", "dictionary_baseline"]
 
 
 def load_train(root: str | Path, repeat: int) -> list:
     """The filtered man-page train split (filters of ``sections.toml``), repeated with distinct ids."""
-    from critic.corpora.manpages import build_manpages
-    from critic.document import read_jsonl
-    from critics.sections import CorpusFilter
-
-    corpus = tomllib.loads(CONFIG.read_text(encoding="utf-8"))["corpus"]
-    with tempfile.TemporaryDirectory() as tmp:
-        build_manpages(tmp, root=Path(root), install=False)
-        splits = {s: read_jsonl(Path(tmp) / f"{s}.jsonl") for s in ("train", "valid", "test")}
-    filt = CorpusFilter(min_sections=corpus["min_sections"], min_section_tokens=corpus["min_section_tokens"],
-                        max_section_tokens=corpus["max_section_tokens"], min_title_count=corpus["min_title_count"])
-    train = filt.apply(splits)[0]["train"]
+    train = filtered_manpages(root)["train"]
     return [d.replace_sections(d.sections, id=f"{d.id}#{r}") for r in range(repeat) for d in train]
 
 
@@ -162,7 +152,7 @@ def main(argv=None) -> dict:
           f"  memo/ours = {result['speedup_memo']:.1f}")
     print(f"  same Latent NLLs: max |difference| = {diff:.2e} over {len(docs)} documents")
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        atomic_write_text(args.json, json.dumps(result, indent=1, allow_nan=False) + "\n")
     return result
 
 
