@@ -32,7 +32,7 @@ from .config import ConfigError, check_config, check_params, line_of, read_toml
 from .critic import Critic, resolve_device
 from .criticism import criticize
 from .document import read_jsonl
-from .io import atomic_open
+from .io import atomic_open, check_replaceable
 from .report import outliers_table, write_report
 
 __all__ = ["main", "build_parser", "seed_everything", "EXIT_ERROR", "EXIT_INTERRUPTED"]
@@ -112,16 +112,10 @@ def _params(cls: type, text: str | None) -> dict:
     return check_params(cls, params, where="--params")
 
 
-def _writable_dir(path: Path, marker: str, what: str) -> None:
-    """Refuse to replace anything at ``path`` but an empty directory or an earlier ``what``."""
-    if path.exists() and (not path.is_dir() or (any(path.iterdir()) and not (path / marker).is_file())):
-        raise ValueError(f"{path}: exists and is not {what}; refusing to replace it (choose another --out)")
-
-
 def cmd_fit(args) -> int:
     cls = registry.get_critic(args.critic)
     params = _params(cls, args.params)
-    _writable_dir(args.out, "critic.json", "a saved critic")
+    check_replaceable(args.out, "critic.json", "a saved critic")
     train = read_jsonl(args.train)
     valid = read_jsonl(args.valid) if args.valid else None
     cls(**params).to(args.device).fit(train, validation=valid).save(args.out)

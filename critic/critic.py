@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from .document import Document
-from .io import atomic_directory, atomic_write_text, sha256_bytes, sha256_file
+from .io import atomic_directory, atomic_write_text, check_replaceable, sha256_bytes, sha256_file
 from .latent import Prior, cross_entropy, monte_carlo_cross_entropy
 
 __all__ = ["Critic", "Projection", "LatentNLL", "Scores", "NotFittedError", "CriticLoadError",
@@ -357,12 +357,14 @@ class Critic:
 
         ``critic.json`` holds the format version, the critic's name, settings,
         JSON state, the names of its tensors, the hashes of its own files and
-        ``state_sha256`` over all of these; ``tensors.pt`` is a plain
+        ``state_sha256`` over all of these (an existing directory is replaced
+        only if it is empty or a saved critic); ``tensors.pt`` is a plain
         ``name -> tensor`` mapping read back with ``weights_only=True`` (no
         pickled code); the critic's own files sit beside them.
         """
         self._require_fitted()
         path = Path(path)
+        check_replaceable(path, "critic.json", "a saved critic")
         meta, tensors = self._meta()
         with atomic_directory(path) as tmp:
             self._save_files(tmp)

@@ -22,8 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import IO, Iterator
 
-__all__ = ["atomic_write_text", "atomic_write_bytes", "atomic_open", "atomic_directory", "sha256_file",
-           "sha256_bytes"]
+__all__ = ["atomic_write_text", "atomic_write_bytes", "atomic_open", "atomic_directory", "check_replaceable",
+           "sha256_file", "sha256_bytes"]
 
 
 @contextlib.contextmanager
@@ -87,6 +87,17 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def check_replaceable(path: str | Path, marker: str, what: str) -> None:
+    """Refuse to replace anything at ``path`` but an empty directory or an earlier ``what``.
+
+    ``what`` is recognised by the file ``marker`` inside it (``critic.json``
+    for a saved critic, ``results.json`` for a report).  Raises ``ValueError``.
+    """
+    path = Path(path)
+    if path.exists() and (not path.is_dir() or (any(path.iterdir()) and not (path / marker).is_file())):
+        raise ValueError(f"{path}: exists and is not {what}; refusing to replace it")
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -18,7 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .io import atomic_directory, atomic_open, atomic_write_text
+from .io import atomic_directory, atomic_open, atomic_write_text, check_replaceable
 from .results import CriticismResult, json_ready, markdown_table, outliers_table
 
 __all__ = ["environment", "write_results_json", "write_documents_jsonl", "write_report", "REPORT_FILES"]
@@ -82,8 +82,7 @@ def write_report(result: CriticismResult, out_dir: str | Path, *, top: int = 10,
     replaced only if it is a report (holds ``results.json``) or empty.
     """
     out = Path(out_dir)
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / "results.json").is_file())):
-        raise ValueError(f"{out}: exists and is not a report directory; refusing to replace it")
+    check_replaceable(out, "results.json", "a report directory")
     names: dict[str, str] = {}
     with atomic_directory(out) as tmp:
         write_results_json(result, tmp / "results.json", extra=extra)

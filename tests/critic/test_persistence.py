@@ -234,3 +234,12 @@ def test_device_is_not_saved_and_loads_on_cpu(saved_sections):
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="CUDA is not available"):
             critic.to("cuda")
+
+
+def test_save_never_replaces_a_directory_that_is_not_a_saved_critic(fitted, tmp_path):
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "keep.txt").write_text("mine")
+    with pytest.raises(ValueError, match=f"{mine}: exists and is not a saved critic; refusing to replace it"):
+        fitted.save(mine)
+    assert [p.name for p in mine.iterdir()] == ["keep.txt"]
