@@ -126,9 +126,11 @@ def cmd_fit(args) -> int:
 def cmd_score(args) -> int:
     critic = Critic.load(args.critic_dir, device=args.device)
     scores = critic.score(read_jsonl(args.input), progress=True, seed=args.seed)
+    stderr = scores.latent_nll_stderr
     rows = [{"id": doc_id, "latent_nll": float(t), "latent_steps": float(m), "latent_nll_per_step": float(t / m),
-             "unknown": scores.unknown.get(doc_id, 0)}
-            for doc_id, t, m in zip(scores.doc_ids, scores.latent_nll, scores.latent_steps)]
+             "unknown": scores.unknown.get(doc_id, 0),
+             **({} if stderr is None else {"latent_nll_stderr": float(stderr[i]), "estimator": scores.estimator})}
+            for i, (doc_id, t, m) in enumerate(zip(scores.doc_ids, scores.latent_nll, scores.latent_steps))]
     rows += [{"id": doc_id, "skipped": reason} for doc_id, reason in scores.skipped.items()]
     text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     if args.out:

@@ -46,7 +46,7 @@ so tests and benchmarks can compare with it.
 
 from __future__ import annotations
 
-import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -76,8 +76,13 @@ class LogSemiring:
 
     @staticmethod
     def matmul(a: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, None]:
-        """``out[b, c] = sum_c' a[b, c'] m[(b,) c', c]``: ``(B, C), (C, C) | (B, C, C) -> (B, C)``."""
-        return (a @ m if m.dim() == 2 else torch.bmm(a.unsqueeze(1), m).squeeze(1)), None
+        """``out[b, c] = sum_c' a[b, c'] m[(b,) c', c]``: ``(B, C), (C, C) | (B, C, C) -> (B, C)``.
+
+        A column-major ``(C, C)`` ``m`` (see :func:`_forward`) is multiplied as ``(m^T a^T)^T``.
+        """
+        if m.dim() == 3:
+            return torch.bmm(a.unsqueeze(1), m).squeeze(1), None
+        return (m.mT @ a.mT).mT if m.stride(0) == 1 else a @ m, None
 
     @staticmethod
     def total(a: torch.Tensor) -> tuple[torch.Tensor, None]:
@@ -108,90 +113,89 @@ def _batched(x: torch.Tensor, batch: int, ndim: int) -> torch.Tensor:
     return x if x.dim() == ndim + 1 else x.unsqueeze(0).expand(batch, *x.shape)
 
 
-def _end_windows(emit: torch.Tensor) -> list[torch.Tensor]:
-    """Emission scores of the segments ending after each token: ``T`` views ``(B, K, C)``.
+def _end_windows(emit: torch.Tensor) -> Iterator[torch.Tensor]:
+    """Emission scores of the segments ending after each token: ``T`` views ``(B, min(t, K), C)``.
 
     Window ``t - 1`` (``t = 1 .. T``) holds in row ``j`` the segment of length
-    ``K - j`` ending after token ``t - 1``, i.e. ``emit[:, t - K + j, K - 1 - j]``
-    (longest first).  In a contiguous ``emit`` that row sits at element offset
-    ``(t - K) K C + (K - 1) C + j (K - 1) C``, so the windows are one strided view
-    (strides ``(T K C, K C, (K - 1) C, 1)``), unbound into ``T`` tensors (a
-    single autograd node).  Rows that would start before token 0 come from a
-    copy of the first ``K - 1`` positions padded with ``K - 1`` zero rows; their
-    betas are zero, so they add nothing.
+    ``n - j`` ending after token ``t - 1``, ``n = min(t, K)`` (longest first:
+    the segments that start at ``t - n .. t - 1``), i.e.
+    ``emit[:, t - n + j, n - 1 - j]``.  In a contiguous ``emit`` that row sits at
+    element offset ``(t - n) K C + (n - 1) C + j (K - 1) C``, so the full windows
+    (``t >= K``) are one strided view (strides ``(T K C, K C, (K - 1) C, 1)``) and
+    the first ``K - 1`` the leading rows of another (strides
+    ``(T K C, C, (K - 1) C, 1)``); no copy.  With autograd each view is unbound
+    at once (one autograd node apiece, where a node per window would give each
+    a gradient the size of ``emit``); without, the windows are selected as the
+    recursion reaches them (cheaper than making ``T`` views up front).
     """
     B, T, K, C = emit.shape
     e = emit.contiguous()
-
-    def windows(x: torch.Tensor, n: int) -> tuple[torch.Tensor, ...]:
-        if n <= 0:
-            return ()
-        size, stride = (B, n, K, C), (x.shape[1] * K * C, K * C, (K - 1) * C, 1)
-        return x.as_strided(size, stride, x.storage_offset() + (K - 1) * C).unbind(1)
-
-    head = torch.cat([e.new_zeros(B, K - 1, K, C), e[:, : min(T, K - 1)]], 1)
-    return [*windows(head, min(T, K - 1)), *windows(e, T - K + 1)]
+    off, h = e.storage_offset(), min(T, K - 1)
+    head = e.as_strided((B, h, h, C), (T * K * C, C, (K - 1) * C, 1), off)
+    full = e.as_strided((B, T - h, K, C), (T * K * C, K * C, (K - 1) * C, 1), off + (K - 1) * C)
+    if e.requires_grad:
+        head, full = head.unbind(1), full.unbind(1)
+        yield from (x[:, :t] for t, x in enumerate(head, start=1))
+        yield from full
+    else:
+        yield from (head[:, t - 1, :t] for t in range(1, h + 1))
+        yield from (full[:, i] for i in range(T - h))
 
 
 class _Betas:
-    """Scaled betas ``beta_s = exp(lb[:, s]) * P[:, s]`` for ``s = -(K - 1) .. T - 1``.
+    """Scaled betas ``beta_s = exp(lb[:, s]) * P[:, s]`` for ``s = 0 .. T - 1``.
 
-    The ``K - 1`` positions before 0 hold ``P = 0, lb = NEG``.  Each position is
-    written once and read in windows of ``K``.  Without autograd they live in
-    preallocated ``(B, T + K - 1, C)`` / ``(B, T + K - 1)`` buffers read as slices;
-    with autograd (where writing into a buffer would invalidate the slices saved
-    for the backward pass) in lists stacked per window.
+    Each position is written once and read in the windows ``max(0, t - K) .. t - 1``.
+    Without autograd they live in ``(B, T, C)`` / ``(B, T)`` buffers read as
+    slices; with autograd (where writing into a buffer would invalidate the
+    slices saved for the backward pass) in lists stacked per window.
     """
 
     def __init__(self, B: int, T: int, K: int, C: int, like: torch.Tensor, inplace: bool):
         self.K, self.inplace = K, inplace
         if inplace:
-            self.P = like.new_zeros(B, T + K - 1, C)
-            self.lb = like.new_full((B, T + K - 1), NEG)
+            self.P, self.lb = like.new_empty(B, T, C), like.new_empty(B, T)
         else:
-            self.P = [like.new_zeros(B, C)] * (K - 1)
-            self.lb = [like.new_full((B,), NEG)] * (K - 1)
+            self.P, self.lb = [], []
 
-    def put(self, s: int, U: torch.Tensor, n: torch.Tensor, lb: torch.Tensor) -> None:
-        """Store ``P_s = U / n`` (``U (B, C)``, ``n (B, 1)``) and ``lb_s (B,)``."""
+    def put(self, s: int, U: torch.Tensor, n: torch.Tensor, M: torch.Tensor) -> None:
+        """Store ``P_s = U / n`` and ``lb_s = M + log n`` (``U (B, C)``, ``n, M (B, 1)``)."""
         if self.inplace:
-            torch.div(U, n, out=self.P[:, s + self.K - 1])
-            self.lb[:, s + self.K - 1] = lb
+            torch.div(U, n, out=self.P[:, s])
+            torch.add(M, n.log(), out=self.lb[:, s : s + 1])
         else:
             self.P.append(U / n)
-            self.lb.append(lb)
+            self.lb.append(M + n.log())
 
     def window(self, t: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(P (B, K, C), lb (B, K))`` of positions ``t - K .. t - 1``."""
+        """``(P (B, n, C), lb (B, n))`` of positions ``t - n .. t - 1``, ``n = min(t, K)``."""
+        s = max(0, t - self.K)
         if self.inplace:
-            return self.P[:, t - 1 : t + self.K - 1], self.lb[:, t - 1 : t + self.K - 1]
-        return torch.stack(self.P[t - 1 : t + self.K - 1], 1), torch.stack(self.lb[t - 1 : t + self.K - 1], 1)
+            return self.P[:, s:t], self.lb[:, s:t]
+        return torch.stack(self.P[s:t], 1), torch.cat(self.lb[s:t], 1)
 
 
 def _alpha(semiring, scores, dur_w, P_w, lb_w, buf, shift):
     """One ``K`` step: ``alpha_t = exp(M) * A`` with ``A[b, c] = (+)_j w[b, j] P_w[b, j, c] exp(x[b, j, c] - sh[b, j])``.
 
-    ``x = scores + dur_w`` are the segment scores ``(B, K, C)`` and ``w = exp(lb_w
+    ``x = scores + dur_w`` are the segment scores ``(B, n, C)`` and ``w = exp(lb_w
     + sh - M)`` the rows' scales, ``M = max_j (lb_w + sh)``.  With ``shift``,
     ``sh = max_c x`` (every exponent ``<= 0``); without, ``sh = 0``, which saves
     two passes and is exact whenever ``exp(x)`` is representable -- the caller
     checks the totals and retries with ``shift``.  With ``buf`` (no autograd) the
-    ``(B, K, C)`` passes run in place in that buffer.
-    Returns ``(M (B,), A (B, C), tot (B,), row arg-max | None, state arg-max | None)``.
+    ``(B, n, C)`` passes run in place in that buffer.
+    Returns ``(M (B, 1), A (B, C), tot (B,), row arg-max | None, state arg-max | None)``.
     """
-    if buf is None:
-        x = scores + dur_w
-        sh = x.detach().amax(-1, keepdim=True) if shift else None
-        X = (x if sh is None else x - sh).exp() * P_w
-    else:
-        x = torch.add(scores, dur_w, out=buf)
-        sh = x.amax(-1, keepdim=True) if shift else None
-        X = (x if sh is None else x.sub_(sh)).exp_().mul_(P_w)
-    u = lb_w if sh is None else lb_w + sh.squeeze(-1)  # (B, K): log-scale of row j
-    M = u.detach().amax(1, keepdim=True)
-    A, kp = semiring.dot((u - M).exp(), X)
+    x = torch.add(scores, dur_w, out=buf)
+    if shift:
+        sh = x.detach().amax(-1, keepdim=True)
+        x = x.sub_(sh) if buf is not None else x - sh
+        lb_w = lb_w + sh.squeeze(-1)  # (B, n): log-scale of row j
+    X = x.exp_().mul_(P_w) if buf is not None else x.exp() * P_w
+    M = lb_w.amax(1, keepdim=True)
+    A, kp = semiring.dot(lb_w.sub(M).exp_(), X)
     tot, lp = semiring.total(A)
-    return M.squeeze(1), A, tot, kp, lp
+    return M, A, tot, kp, lp
 
 
 def _forward(semiring, init, trans, dur, emit, lengths, dtype, shift=False):
@@ -216,28 +220,34 @@ def _forward(semiring, init, trans, dur, emit, lengths, dtype, shift=False):
         raise ValueError(f"lengths must lie in 1..{T}")
     inplace = not (torch.is_grad_enabled() and any(x.requires_grad for x in (init, trans, dur, emit)))
     tiny = torch.finfo(dtype).tiny
-    # exp(trans - g): one scale g per batch, recovered in lb after each step
-    g = trans.detach().amax((-1, -2), keepdim=True)
+    # exp(trans - g), g the largest transition score (per batch).  Every segmentation has one segment more
+    # than it has transitions, so adding g to every segment score gives each exactly g back: taken off the end
+    g = trans.detach().amax((-1, -2), keepdim=True)  # (1, 1) or (B, 1, 1)
     exp_trans = (trans - g).exp()
-    g = g.reshape(-1, 1).squeeze(-1) if trans.dim() == 3 else g.reshape(())
-    dur_w = dur.transpose(-1, -2).flip(-2)  # dur_w[(b,) j, c] = dur[(b,) c, K - 1 - j]
+    if exp_trans.dim() == 2 and exp_trans.numel() * exp_trans.element_size() >= 2**21:
+        exp_trans = exp_trans.mT.contiguous().mT  # beyond a 2 MiB L2, BLAS streams it faster column-major
+    dur_w = dur.transpose(-1, -2).flip(-2) + g  # dur_w[(b,) j, c] = dur[(b,) c, K - 1 - j] + g
     i0 = _batched(init, B, 1)
     i_max = i0.detach().amax(-1, keepdim=True)
     betas = _Betas(B, T, K, C, emit, inplace)
-    betas.put(0, (i0 - i_max).exp(), torch.ones_like(i_max), i_max.squeeze(-1))
+    betas.put(0, (i0 - i_max).exp(), torch.ones_like(i_max), i_max)
     buf = emit.new_empty(B, K, C) if inplace else None
     log_scale, totals, k_ptr, c_ptr, last = [], [], [], [], []
     for t, scores in enumerate(_end_windows(emit), start=1):
+        n = scores.shape[1]  # min(t, K) rows: lengths n .. 1
         P_w, lb_w = betas.window(t)
-        M, A, tot, kp, lp = _alpha(semiring, scores, dur_w, P_w, lb_w, buf, shift)
+        if n < K:
+            dw, bw = dur_w[..., K - n :, :], None if buf is None else buf[:, :n]
+        else:
+            dw, bw = dur_w, buf
+        M, A, tot, kp, lp = _alpha(semiring, scores, dw, P_w, lb_w, bw, shift)
         log_scale.append(M)
         totals.append(tot)
-        k_ptr.append(kp)
+        k_ptr.append(kp if kp is None or n == K else kp + (K - n))  # row j of a full window: length K - j
         last.append(lp)
         if t < T:
-            U, cp = semiring.matmul(A, exp_trans)  # beta_t = exp(M + g) * U, and U <= tot
-            n = tot.detach().clamp_min(tiny)
-            betas.put(t, U, n.unsqueeze(1), M + n.log() + g)
+            U, cp = semiring.matmul(A, exp_trans)  # beta_t = exp(M) * U, and U <= tot
+            betas.put(t, U, tot.detach().clamp_min(tiny).unsqueeze(1), M)
             c_ptr.append(cp)
     totals = torch.stack(totals, 1)
     inside = torch.arange(T, device=emit.device) < lengths[:, None]
@@ -247,7 +257,7 @@ def _forward(semiring, init, trans, dur, emit, lengths, dtype, shift=False):
         # it would turn the zero gradients past a sequence's end into NaN) -- redo with shifts
         return _forward(semiring, init, trans, dur, emit, lengths, dtype, shift=True)
     at = (torch.arange(B, device=emit.device), lengths - 1)
-    score = torch.stack(log_scale, 1)[at] + totals[at].clamp_min(tiny).log()
+    score = torch.cat(log_scale, 1)[at] + totals[at].clamp_min(tiny).log() - g.reshape(-1)
     if k_ptr[0] is None:
         return score, None
     start_ptr = torch.stack([torch.zeros_like(k_ptr[0]), *c_ptr], 1)

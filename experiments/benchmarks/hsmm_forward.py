@@ -1,6 +1,7 @@
 """Benchmark: semi-Markov log-partition (and marginals), ours vs the matrix-product floor and torch-struct.
 
     python -m experiments.benchmarks.hsmm_forward [--sizes 16,64,256,800] [--dtypes float64,float32] [--mem-gb 10]
+    python -m experiments.benchmarks.hsmm_forward --floor-only   # ours/floor only (quick)
 
 For ``B = 8, T = 400, K = 12`` (segment lengths 1..12) and each ``C``:
 
@@ -18,6 +19,8 @@ For ``B = 8, T = 400, K = 12`` (segment lengths 1..12) and each ``C``:
 * does the same for a *linear* scan over torch-struct's edge tensor
   (:func:`_edge_scan`, a per-position ``logsumexp`` over ``(k, c_prev)``; the
   fair CPU baseline, since torch-struct 0.5 comments its linear scan out).
+
+``--floor-only`` skips the torch-struct and edge-scan probes.
 
 Every measurement runs in its own subprocess with ``RLIMIT_AS`` set to
 ``--mem-gb`` (and a time limit), so a size that wants terabytes fails with an
@@ -217,6 +220,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--min-T", type=int, default=4, help="smallest T probed for torch-struct and the edge scan")
+    ap.add_argument("--floor-only", action="store_true", help="only ours and the floor: skip torch-struct, edge scan")
     ap.add_argument("--json", help="write the results here too")
     args = ap.parse_args(argv)
     if args.worker:
@@ -243,7 +247,7 @@ def main(argv=None) -> dict:
                   f"{'-' if fb is None else f'{fb:.3f}'} s, peak {o['peak_mem_gb']:.2f} GiB); "
                   f"floor {o['floor_s']:.4f} s; ours/floor {o['ratio_floor']:.2f}x", flush=True)
         ours = row["ours"].get("float64", {"ok": False})
-        if ours["ok"]:
+        if ours["ok"] and not args.floor_only:
             print(_compare("torch_struct", "torch-struct partition (float64)", B, T, K, C, args, row, ours), flush=True)
             print(_compare("edge_scan", "linear edge scan (float64)", B, T, K, C, args, row, ours), flush=True)
         rows.append(row)

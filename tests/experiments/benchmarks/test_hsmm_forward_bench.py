@@ -27,3 +27,12 @@ def test_benchmark_toy_size(capsys):
         assert printed and float(printed.group(1)) == round(r["ratio"], 1)
     assert row["torch_struct"]["ratio_forward_backward"] > 0
     assert "ours/floor:" in out and "edge-scan ratio:" in out and "torch-struct ratio:" in out
+
+
+def test_benchmark_floor_only(capsys):
+    res = main(["--floor-only", "--sizes", "3", "-B", "2", "-T", "8", "-K", "3", "--repeats", "1", "--dtypes", "float64",
+                "--timeout", "120"])
+    out = capsys.readouterr().out
+    row = res["rows"][0]
+    assert row["ours"]["float64"]["ok"] and "torch_struct" not in row and "edge_scan" not in row
+    assert re.search(r"C=3 +float64: .*ours/floor [0-9.]+x", out) and "torch-struct partition" not in out
