@@ -307,9 +307,10 @@ class Critic:
         projected, failed = list(projection.doc_ids), set(projection.failures)
         if sorted(projected + list(failed)) != sorted(asked):
             lost = sorted(set(asked) - set(projected) - failed)
+            extra = sorted((set(projected) | failed) - set(asked))
+            twice = sorted({i for i in projected if projected.count(i) > 1} | (set(projected) & failed))
             raise RuntimeError(f"{where} must return every document either projected or in failures, once "
-                               f"(lost: {lost[:3]}, unexpected or repeated: "
-                               f"{sorted(set(projected) | failed - set(asked))[:3] or 'some'})")
+                               f"(lost: {lost[:3]}, not in the batch: {extra[:3]}, given twice: {twice[:3]})")
         b = len(projected)
         if tuple(projection.latent_steps.shape) != (b,):
             raise RuntimeError(f"{where}: latent_steps has shape {tuple(projection.latent_steps.shape)}, "

@@ -77,8 +77,18 @@ def test_one_projection_per_batch_failures_counted_extras_aligned():
 
 def test_a_projection_that_loses_a_document_is_a_bug_not_a_drop():
     critic = MeanCritic(lose=True).fit([])
-    with pytest.raises(RuntimeError, match=r"MeanCritic.project must return every document.*lost: \['0'\]"):
+    with pytest.raises(RuntimeError, match=r"MeanCritic.project must return every document.*lost: \['0'\], "
+                                           r"not in the batch: \[\], given twice: \[\]\)"):
         critic.score([doc(0, [1]), doc(1, [2])])
+
+    class Twice(MeanCritic):
+        def project(self, docs):
+            p = super().project(docs)
+            p.failures[p.doc_ids[0]] = "also failed"
+            return p
+
+    with pytest.raises(RuntimeError, match=r"lost: \[\], not in the batch: \[\], given twice: \['0'\]\)"):
+        Twice().fit([]).score([doc(0, [1]), doc(1, [2])])
 
 
 def test_duplicate_ids_in_a_set_are_an_error():
