@@ -14,7 +14,12 @@ manner of lm-evaluation-harness results files::
 
     SET = {"name", "n", "latent_nll", "latent_nll_ci", "latent_nll_mc_stderr", "latent_ppl",
            "latent_ppl_ci", "estimator", "comparison": {"difference", "difference_ci", "p_value"},
-           "n_skipped", "skipped", "n_unknown", "warnings", "higher_is_better": {statistic: bool}}
+           "n_skipped", "skipped", "n_unknown", "warnings", "higher_is_better": {statistic: bool},
+           STATISTIC: value, ...}
+
+STATISTIC: the statistics a study adds beside Latent NLL (``word_ppl``, ``mauve``, ``pdd``, ...; see
+:meth:`CriticismResult.add_statistic`), written at the set's top level.  A statistic a set cannot
+have (the data row has no word perplexity) is ``null`` with its reason under ``null_reasons``.
 
 JSON has no NaN or Infinity: :func:`json_ready` writes ``null`` and records
 why under ``null_reasons`` (dotted path -> reason).
@@ -26,7 +31,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["SCHEMA_VERSION", "HIGHER_IS_BETTER", "DocumentResult", "Comparison", "SetResult",
+__all__ = ["SCHEMA_VERSION", "HIGHER_IS_BETTER", "STATISTICS", "DocumentResult", "Comparison", "SetResult",
            "CriticismResult", "json_ready", "markdown_table", "outliers_table"]
 
 SCHEMA_VERSION = 1
@@ -38,6 +43,14 @@ HIGHER_IS_BETTER = {
     "p_value": True,       # permutation test of equal means: small p = the candidate differs
     "outlier_p_value": True,
 }
+
+STATISTICS = {
+    # name: (higher is better, Markdown column heading)
+    "word_ppl": (False, "word PPL"),
+    "mauve": (True, "MAUVE"),
+    "pdd": (False, "PDD"),
+}
+"""Known set statistics beside Latent NLL; :meth:`CriticismResult.add_statistic` accepts others too."""
 
 
 @dataclass
@@ -82,6 +95,8 @@ class SetResult:
     estimator: str = "exact"
     latent_nll_mc_stderr: float | None = None
     warnings: list[str] = field(default_factory=list)
+    statistics: dict[str, float | None] = field(default_factory=dict)
+    """Other statistics of the set (word PPL, MAUVE, PDD), by name."""
 
     @property
     def p_value(self) -> float | None:
@@ -91,8 +106,13 @@ class SetResult:
         out = asdict(self)
         if not documents:
             out.pop("documents")
+        statistics = out.pop("statistics")
         out["higher_is_better"] = {k: v for k, v in HIGHER_IS_BETTER.items()
                                    if k != "outlier_p_value" or documents}
+        for name, value in statistics.items():
+            out[name] = value
+            if name in STATISTICS:
+                out["higher_is_better"][name] = STATISTICS[name][0]
         return out
 
 
@@ -105,10 +125,41 @@ class CriticismResult:
     candidates: dict[str, SetResult]
     config: dict
     inputs: list[dict[str, Any]] = field(default_factory=list)
+    null_reasons: dict[str, str] = field(default_factory=dict)
+    """Why a value is ``null`` in ``results.json`` (dotted path -> reason), beside NaN ones."""
 
     @property
     def critic_name(self) -> str:
         return self.critic["name"]
+
+    def set(self, name: str) -> SetResult:
+        """The set called ``name`` (the reference or a candidate); KeyError naming the sets there are."""
+        for s in self.sets:
+            if s.name == name:
+                return s
+        raise KeyError(f"no set {name!r}: the sets are {', '.join(s.name for s in self.sets)}")
+
+    def add_statistic(self, name: str, values: dict[str, float | None], *,
+                      reasons: dict[str, str] | None = None) -> None:
+        """Attach statistic ``name`` to sets: ``values`` maps set name -> value.
+
+        A set given ``None`` (or NaN) must have a reason in ``reasons``: it is
+        written as ``null`` with that reason, never as a finding.  Names that
+        clash with the set's own fields are refused.
+        """
+        reserved = {f for f in SetResult.__dataclass_fields__} | {"higher_is_better"}
+        if name in reserved:
+            raise ValueError(f"statistic name {name!r} clashes with a field of every set")
+        reasons = reasons or {}
+        for set_name, value in values.items():
+            target = self.set(set_name)
+            if value is None or not math.isfinite(value):
+                if set_name not in reasons:
+                    raise ValueError(f"{name} of set {set_name!r} is {value}: give the reason it has none")
+                key = "reference" if target is self.reference else f"candidates.{set_name}"
+                self.null_reasons[f"{key}.{name}"] = reasons[set_name]
+                value = None
+            target.statistics[name] = None if value is None else float(value)
 
     @property
     def sets(self) -> list[SetResult]:
@@ -130,6 +181,8 @@ class CriticismResult:
             "reference": self.reference.to_dict(),
             "candidates": {k: v.to_dict() for k, v in self.candidates.items()},
         }
+        if self.null_reasons:
+            payload["null_reasons"] = dict(self.null_reasons)
         return json_ready(payload)
 
     def __str__(self) -> str:
@@ -177,17 +230,27 @@ def _ci(ci: tuple[float, float]) -> str:
 def markdown_table(result: CriticismResult) -> str:
     """Markdown table of every set; arrows say lower is better; ⚠ marks sets with warnings."""
     mc = any(s.latent_nll_mc_stderr is not None for s in result.sets)
+    stats = list(dict.fromkeys(k for s in result.sets for k in s.statistics))
+
+    def heading(name: str) -> str:
+        higher, label = STATISTICS.get(name, (None, name))
+        return label + ("" if higher is None else " ↑" if higher else " ↓")
+
     head = "| set | n | Latent NLL ↓ | 95% CI |" + (" MC s.e. |" if mc else "") + \
-        " Latent PPL ↓ | 95% CI | Δ NLL vs ref | p-value | skipped | unknown |"
+        " Latent PPL ↓ | 95% CI |" + "".join(f" {heading(k)} |" for k in stats) + \
+        " Δ NLL vs ref | p-value | skipped | unknown |"
     lines = [f"Critic: `{result.critic_name}`", "", head,
-             "|---|---:|---:|---|" + ("---:|" if mc else "") + "---:|---|---:|---:|---:|---:|"]
+             "|---|---:|---:|---|" + ("---:|" if mc else "") + "---:|---|" + "---:|" * len(stats)
+             + "---:|---:|---:|---:|"]
     for s in result.sets:
         diff = "—" if s.comparison is None else _num(s.comparison.difference, "+.3f")
         p = "—" if s.comparison is None else _num(s.comparison.p_value, ".4f")
         flag = " ⚠" if s.warnings else ""
         se = f" {_num(s.latent_nll_mc_stderr, '.4f')} |" if mc else ""
+        extra = "".join(f" {_num(s.statistics.get(k))} |" for k in stats)
         lines.append(f"| {s.name}{flag} | {s.n} | {_num(s.latent_nll)} | {_ci(s.latent_nll_ci)} |{se} "
-                     f"{_num(s.latent_ppl)} | {_ci(s.latent_ppl_ci)} | {diff} | {p} | {s.n_skipped} | {s.n_unknown} |")
+                     f"{_num(s.latent_ppl)} | {_ci(s.latent_ppl_ci)} |{extra} {diff} | {p} | {s.n_skipped} | "
+                     f"{s.n_unknown} |")
     notes = [f"- ⚠ `{s.name}`: {w}" for s in result.sets for w in s.warnings]
     if mc:
         notes.append(f"- Latent NLL by {result.reference.estimator}; MC s.e. is the Monte-Carlo standard error of "

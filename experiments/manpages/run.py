@@ -32,7 +32,7 @@ from critic.registry import get_critic, register_runner
 from critic.report import write_report
 from critic.stages import Stage
 from critics.sections import DEFAULT_DELTA_GRID, DEFAULT_DROP_TITLES, CorpusFilter
-from critics.sections.analysis import transition_errors_table
+from critics.sections.analysis import section_paths, transition_errors_table
 from critics.sections.plots import transition_difference_heatmap
 
 __all__ = ["main", "SCHEMA"]
@@ -127,14 +127,15 @@ def _report(stage: Stage, filtered: Stage, critic: Critic, config: dict, seed: i
     result = criticize(critic, test, candidates, reference_name="real",
                        paths={"real": f"{filtered.name}/test.jsonl"}, n_bootstrap=settings["n_bootstrap"],
                        n_permutations=settings["n_permutations"], seed=seed)
+    paths = {name: section_paths(critic, docs) for name, docs in {"real": test, **candidates}.items()}
     errors = ["## Top section-transition errors (paper table 12: P_c(z_m | z_{m-1}) < 0.01)", ""]
-    for name, docs in {"real": test, **candidates}.items():
-        errors += [f"### {name}", "", transition_errors_table(critic, docs, threshold=0.01, top=5), ""]
+    for name, set_paths in paths.items():
+        errors += [f"### {name}", "", transition_errors_table(critic, set_paths, threshold=0.01, top=5), ""]
 
     def figures(directory: Path) -> dict[str, Path]:
         return {f"transitions_{name}": transition_difference_heatmap(
-                    critic, test, docs, directory / f"transitions_{name}.png", name=name)
-                for name, docs in candidates.items()}
+                    critic, paths["real"], paths[name], directory / f"transitions_{name}.png", name=name)
+                for name in candidates}
 
     run = {"config": config, "seed": seed, "device": str(device), "stages": {s.name: s.key for s in stages}}
     write_report(result, stage.path, top=settings["top"], extra={"run": run}, sections=["\n".join(errors)],

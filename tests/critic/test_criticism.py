@@ -141,3 +141,26 @@ def test_monte_carlo_fallback_is_stated_and_agrees_with_closed_form(tutorial, tm
     saved = json.loads(paths["results"].read_text())
     assert saved["reference"]["latent_nll_mc_stderr"] == pytest.approx(ref.latent_nll_mc_stderr)
     assert "MC s.e." in markdown_table(result) and f"{ref.latent_nll_mc_stderr:.4f}" in markdown_table(result)
+
+
+def test_set_statistics_are_written_beside_latent_ppl_with_reasons_for_nulls(tutorial, tmp_path):
+    import json
+
+    critic = tutorial.SectionCountCritic().fit(docs_with([3, 4, 5, 4], "t"))
+    result = criticize(critic, docs_with([3, 4, 5] * 4, "r"), {"lm": docs_with([2, 6, 4] * 4, "c")},
+                       reference_name="data", n_bootstrap=50, n_permutations=50, seed=1)
+    with pytest.raises(ValueError, match="give the reason"):
+        result.add_statistic("word_ppl", {"data": None})
+    with pytest.raises(ValueError, match="clashes"):
+        result.add_statistic("latent_ppl", {"lm": 1.0})
+    with pytest.raises(KeyError, match="the sets are data, lm"):
+        result.add_statistic("mauve", {"gpt2": 0.5})
+    result.add_statistic("word_ppl", {"data": None, "lm": 12.5}, reasons={"data": "real text has no model"})
+    result.add_statistic("mauve", {"data": 1.0, "lm": 0.25})
+    saved = json.loads(write_report(result, tmp_path / "out")["results"].read_text())
+    assert saved["candidates"]["lm"]["word_ppl"] == 12.5 and saved["reference"]["word_ppl"] is None
+    assert saved["null_reasons"]["reference.word_ppl"] == "real text has no model"
+    assert saved["candidates"]["lm"]["higher_is_better"]["mauve"] is True
+    assert saved["candidates"]["lm"]["higher_is_better"]["word_ppl"] is False
+    table = markdown_table(result)
+    assert "| word PPL ↓ | MAUVE ↑ |" in table and "| 12.500 | 0.250 |" in table

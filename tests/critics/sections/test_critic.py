@@ -105,29 +105,52 @@ def test_real_pages_beat_each_corruption_with_separate_cis(system_manpages):
 
 
 def test_transition_errors_by_hand():
-    from critics.sections.analysis import transition_errors
+    from critics.sections.analysis import repetition_share, section_paths, transition_errors, transition_errors_table
 
     critic = SectionTransitionCritic(delta=0.01, normalize_titles=False).fit(TRAIN)
-    docs = [doc("x", ["result", "intro"]), doc("y", ["intro", "method", "result"])]
-    errors, failures = transition_errors(critic, docs, threshold=0.05)
+    docs = [doc("x", ["result", "intro"]), doc("y", ["intro", "method", "result"]), doc("z", [])]
+    paths = section_paths(critic, docs)
+    assert paths == [["result", "intro"], ["intro", "method", "result"], None]
+    errors, failures = transition_errors(critic, paths, threshold=0.05)
     # 7 transitions; never seen in TRAIN (so below 0.05): <bos>->result, intro-><eos>, result->intro
     assert [(e.previous, e.current) for e in errors] == [("<bos>", "result"), ("intro", "<eos>"), ("result", "intro")]
     # <bos> row: 4 starts over 4 targets; result row: 4 ends over 4 types + <eos>
     assert errors[0].probability == pytest.approx(0.01 / (4 + 0.01 * 4), rel=1e-12)
     assert errors[2].probability == pytest.approx(0.01 / (4 + 0.01 * 5), rel=1e-12)
     assert failures == pytest.approx(3 / 7)
+    assert repetition_share(errors) == 0.0
+    # + <bos> result result <eos>: <bos> -> result again and the unseen repetition result -> result are
+    # errors (result -> <eos> is not): 5 error transitions of 10, one of them a repetition
+    errors, failures = transition_errors(critic, paths + [["result", "result"]], threshold=0.05)
+    assert failures == pytest.approx(5 / 10) and repetition_share(errors) == pytest.approx(1 / 5)
+    assert "| repetitions (z_m = z_m-1) | — | — | 20.00 of failures |" in \
+        transition_errors_table(critic, paths + [["result", "result"]], threshold=0.05)
 
 
-def test_empirical_transitions_and_heatmap(tmp_path):
-    from critics.sections.plots import empirical_transitions, transition_difference_heatmap
+def test_empirical_transitions_graph_and_heatmap(tmp_path):
+    from critics.sections.analysis import section_paths
+    from critics.sections.plots import (empirical_transitions, transition_difference_graph,
+                                        transition_difference_heatmap, transition_differences)
 
     critic = SectionTransitionCritic(delta=0.01, normalize_titles=False).fit(TRAIN)
     labels = ["<bos>", "intro", "method", "result", "<eos>"]
-    table = empirical_transitions(critic, TRAIN, labels)
+    train = section_paths(critic, TRAIN)
+    table = empirical_transitions(train, labels)
     # by hand: <bos> -> intro 3/4, method 1/4; method -> method 1/4, result 3/4
     np.testing.assert_allclose(table[0], [0, 0.75, 0.25, 0, 0])
     np.testing.assert_allclose(table[2], [0, 0, 0.25, 0.75, 0])
-    path = transition_difference_heatmap(critic, TRAIN, VALID, tmp_path / "t.png")
+    # a row counts transitions to labels not shown: method -> method 1/4 of method's 4 transitions
+    np.testing.assert_allclose(empirical_transitions(train, ["method"]), [[0.25]])
+    cand = [["intro", "intro", "result"], ["intro", "intro", "method"]]
+    edges = transition_differences(critic, train, cand, threshold=0.05, min_difference=0.1)
+    # by hand.  TRAIN: intro -> method 2/3, result 1/3; method -> method 1/4, result 3/4.
+    # candidate: intro -> intro 2/4, result 1/4, method 1/4; method -> <eos> only (so 0 to the shown types)
+    got = {(e.previous, e.current): (round(e.difference, 12), e.unlikely) for e in edges}
+    assert got == {("method", "result"): (-0.75, False), ("intro", "intro"): (0.5, True),
+                   ("intro", "method"): (round(0.25 - 2 / 3, 12), False), ("method", "method"): (-0.25, False)}
+    assert [(e.previous, e.current) for e in edges][:2] == [("method", "result"), ("intro", "intro")]  # |D| first
+    assert transition_difference_graph(critic, train, cand, tmp_path / "g.png").stat().st_size > 1000
+    path = transition_difference_heatmap(critic, train, section_paths(critic, VALID), tmp_path / "t.png")
     assert path.stat().st_size > 1000
 
 
