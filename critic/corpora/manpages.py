@@ -26,7 +26,7 @@ from ..document import Document, DocumentError, Section, write_jsonl
 from ..io import atomic_write_text
 from .ids import unique_ids
 
-__all__ = ["parse_roff", "find_manpage_files", "load_manpages", "split_of", "build_manpages",
+__all__ = ["parse_roff", "find_manpage_files", "load_manpages", "split_of", "build_manpages", "write_splits",
            "ensure_manpages_installed", "BuildReport"]
 
 PACKAGES = ("manpages", "manpages-dev")
@@ -202,8 +202,6 @@ def build_manpages(out: str | Path, *, root: str | Path = MAN_ROOT, install: boo
     Two files with the same page name keep both pages: the second is renamed
     (``open.2#2``) and listed in the report.
     """
-    import json
-
     root = Path(root)
     if install and root == MAN_ROOT:
         ensure_manpages_installed(root)
@@ -213,7 +211,19 @@ def build_manpages(out: str | Path, *, root: str | Path = MAN_ROOT, install: boo
     if not files:
         raise DocumentError(f"{root}: no man page files found")
     report = BuildReport()
-    docs, report.renamed = unique_ids(load_manpages(files, report))
+    docs = load_manpages(files, report)
+    return write_splits(docs, out, report, files=len(files), valid_fraction=valid_fraction,
+                        test_fraction=test_fraction)
+
+
+def write_splits(docs: Sequence[Document], out: str | Path, report: BuildReport, *, files: int,
+                 valid_fraction: float = 0.1, test_fraction: float = 0.1) -> BuildReport:
+    """Give ``docs`` distinct ids, split them by :func:`split_of` and write ``out/{train,valid,test}.jsonl``
+    and ``out/build.json`` (atomically); ``report.counts`` gets the split sizes, ``files`` (read),
+    ``excluded`` and ``renamed``."""
+    import json
+
+    docs, report.renamed = unique_ids(docs)
     splits: dict[str, list[Document]] = {"train": [], "valid": [], "test": []}
     for doc in docs:
         splits[split_of(doc.id, valid_fraction=valid_fraction, test_fraction=test_fraction)].append(doc)
@@ -221,9 +231,7 @@ def build_manpages(out: str | Path, *, root: str | Path = MAN_ROOT, install: boo
     for name, part in splits.items():
         write_jsonl(part, out / f"{name}.jsonl")
         report.counts[name] = len(part)
-    report.counts["files"] = len(files)
-    report.counts["excluded"] = len(report.excluded)
-    report.counts["renamed"] = len(report.renamed)
+    report.counts.update(files=files, excluded=len(report.excluded), renamed=len(report.renamed))
     atomic_write_text(out / "build.json", json.dumps(report.to_dict(), indent=1) + "\n")
     return report
 
