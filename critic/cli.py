@@ -304,6 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--out", required=True, type=Path)
     c.set_defaults(func=cmd_data_convert)
 
+    from .lm.cli import add_commands as add_lm_commands  # critic lm finetune|sample|ppl
+
+    add_lm_commands(sub)
     for module in registry.load_plugins().values():
         if hasattr(module, "add_commands"):
             module.add_commands(sub)

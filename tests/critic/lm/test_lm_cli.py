@@ -1,0 +1,66 @@
+"""``critic lm finetune | sample | ppl`` end to end on a tiny model, and bad input as exit status 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from critic.cli import main
+from critic.document import write_jsonl
+
+TINY = ["--model", "tiny", "--tiny-vocab", "300", "--tiny-layers", "1", "--tiny-heads", "2", "--tiny-dim", "16",
+        "--tiny-positions", "32"]
+
+
+@pytest.fixture
+def splits(manpage_docs, tmp_path):
+    write_jsonl(manpage_docs[:3], tmp_path / "train.jsonl")
+    write_jsonl(manpage_docs[20:21], tmp_path / "valid.jsonl")
+    return tmp_path
+
+
+def test_finetune_sample_ppl_end_to_end(splits, capsys):
+    t = splits
+    args = ["lm", "finetune", *TINY, "--train", str(t / "train.jsonl"), "--valid", str(t / "valid.jsonl"),
+            "--format", "without-titles", "--out", str(t / "run"), "--epochs", "1", "--lr", "1e-2", "--quiet"]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    assert "best validation loss" in first and (t / "run" / "best" / "format.json").is_file()
+    assert main(args) == 0                                     # finished: the rerun does nothing
+    assert capsys.readouterr().out == first
+
+    assert main(["lm", "sample", "--model", str(t / "run" / "best"), "--n", "3", "--batch-size", "2",
+                 "--max-new-tokens", "12", "--out", str(t / "samples"), "--quiet"]) == 0
+    counts = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert counts["requested"] == counts["written"] == 3
+    assert counts["parsed"] + sum(counts["failures"].values()) == 3
+    assert (t / "samples" / "documents.jsonl").is_file()
+
+    assert main(["lm", "ppl", "--model", str(t / "run" / "best"), "--docs", str(t / "valid.jsonl"), "--json",
+                 "--quiet"]) == 0
+    ppl = json.loads(capsys.readouterr().out)
+    assert ppl["n_documents"] == 1 and ppl["context"] == 32 and 1 < ppl["token_ppl"] < 300
+    assert ppl["word_ppl"] > ppl["token_ppl"]                  # fewer words than tokens
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["lm", "finetune", *TINY, "--train", "{t}/missing.jsonl", "--valid", "{t}/valid.jsonl", "--format",
+      "with-titles", "--out", "{t}/run"], "missing.jsonl: no such file"),
+    (["lm", "finetune", "--model", "smollm2", "--tiny-dim", "8", "--train", "{t}/train.jsonl", "--valid",
+      "{t}/valid.jsonl", "--format", "with-titles", "--out", "{t}/run"], "--tiny-* options size the 'tiny' model"),
+    (["lm", "finetune", "--model", "{t}/no/such/model", "--train", "{t}/train.jsonl", "--valid", "{t}/valid.jsonl",
+      "--format", "with-titles", "--out", "{t}/run"], "no/such/model: no such model folder"),
+    (["lm", "finetune", *TINY, "--train", "{t}/bad.jsonl", "--valid", "{t}/valid.jsonl", "--format",
+      "with-titles", "--out", "{t}/run"], "bad.jsonl:2: invalid JSON"),
+    (["lm", "sample", "--model", "{t}", "--n", "2", "--out", "{t}/s"], "no format.json"),
+    (["lm", "sample", "--model", "{t}/nowhere", "--n", "2", "--out", "{t}/s"], "nowhere: no such model folder"),
+    (["lm", "sample", "--model", "{t}", "--n", "2", "--out", "{t}/s", "--top-p", "2"], "top_p must be in (0, 1]"),
+    (["lm", "ppl", "--model", "{t}", "--docs", "{t}/valid.jsonl", "--device", "cuda:7"], "device 'cuda:7'"),
+    (["lm", "sample", "--model", "{t}", "--n", "0", "--out", "{t}/s"], "must be an integer >= 1"),
+])
+def test_bad_input_is_one_line_and_status_2(splits, capsys, argv, message):
+    (splits / "bad.jsonl").write_text((splits / "train.jsonl").read_text().splitlines()[0] + "\n{oops\n")
+    assert main([a.replace("{t}", str(splits)) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
