@@ -46,7 +46,11 @@ def latent_nll_histogram(result: CriticismResult, path: str | Path, *, top: int 
     ax = fig.subplots()
     for k, (name, values) in enumerate(per_set.items()):
         style = dict(alpha=0.5) if k == 0 else dict(histtype="step", linewidth=1.6)
-        ax.hist(values[np.isfinite(values)], bins=edges, density=True, label=f"{name} (n={values.size})", **style)
+        shown = values[np.isfinite(values)]
+        if not shown.size:  # a density of no values is 0/0: list the empty set in the legend only
+            ax.plot([], [], label=f"{name} (n=0)")
+            continue
+        ax.hist(shown, bins=edges, density=True, label=f"{name} (n={values.size})", **style)
     flagged = [d.latent_nll_per_step for _, d in result.outliers(top=top)]
     ax.plot(flagged, np.zeros(len(flagged)), "rv", markersize=8, label=f"top {len(flagged)} outliers")
     ax.set_xlabel("Latent NLL per latent step, T(x)/M(x)")

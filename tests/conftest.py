@@ -26,3 +26,18 @@ def system_manpages(tmp_path_factory):
     out = tmp_path_factory.mktemp("manpages")
     build_manpages(out, install=False)
     return {s: read_jsonl(out / f"{s}.jsonl") for s in ("train", "valid", "test")}
+
+
+@pytest.fixture
+def run_experiment(capsys):
+    """``run(config, out, log_prefix, stages)``: ``critic run CONFIG --out OUT`` in-process; returns what it
+    printed and, per stage, ``"reused"`` (the runner logged ``<prefix> <stage>: up to date``) or ``"computed"``."""
+    from critic.cli import main
+
+    def run(config: Path, out: Path, prefix: str, stages) -> tuple[str, dict[str, str]]:
+        capsys.readouterr()
+        assert main(["run", str(config), "--out", str(out)]) == 0
+        printed = capsys.readouterr().out
+        return printed, {s: "reused" if f"{prefix} {s}: up to date" in printed else "computed" for s in stages}
+
+    return run

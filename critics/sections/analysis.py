@@ -58,9 +58,12 @@ class TransitionError:
 
 def transition_errors(critic: SectionTransitionCritic, paths: Iterable[Path | None], *,
                       threshold: float = 0.01) -> tuple[list[TransitionError], float]:
-    """All error transitions, most frequent first, and the total share of transitions in error."""
+    """All error transitions, most frequent first, and the total share of transitions in error
+    (NaN for a set with no transition: no path)."""
     counts = transition_counts(paths)
     total = sum(counts.values())
+    if total == 0:
+        return [], float("nan")
     errors = []
     for (prev, cur), n in counts.items():
         p = critic.transition_probability(prev, cur)
@@ -82,7 +85,8 @@ def transition_errors_table(critic: SectionTransitionCritic, paths: Iterable[Pat
     errors, failures = transition_errors(critic, paths, threshold=threshold)
     lines = ["| z_{m-1} | z_m | P_c(z_m given z_{m-1}) | frequency (%) |", "|---|---|---:|---:|"]
     lines += [f"| {e.previous} | {e.current} | {e.probability:.4f} | {100 * e.frequency:.2f} |" for e in errors[:top]]
-    lines.append(f"| total failures | — | < {threshold} | {100 * failures:.2f} |")
+    lines.append(f"| total failures | — | < {threshold} | "
+                 f"{'— (no transitions)' if failures != failures else f'{100 * failures:.2f}'} |")
     share = repetition_share(errors)
     lines.append(f"| repetitions (z_m = z_m-1) | — | — | "
                  f"{'—' if share != share else f'{100 * share:.2f} of failures'} |")

@@ -123,6 +123,8 @@ def test_transition_errors_by_hand():
     # errors (result -> <eos> is not): 5 error transitions of 10, one of them a repetition
     errors, failures = transition_errors(critic, paths + [["result", "result"]], threshold=0.05)
     assert failures == pytest.approx(5 / 10) and repetition_share(errors) == pytest.approx(1 / 5)
+    assert math.isnan(transition_errors(critic, [None], threshold=0.05)[1])  # no path: no share, not 0%
+    assert "| total failures | — | < 0.01 | — (no transitions) |" in transition_errors_table(critic, [])
     assert "| repetitions (z_m = z_m-1) | — | — | 20.00 of failures |" in \
         transition_errors_table(critic, paths + [["result", "result"]], threshold=0.05)
 

@@ -29,12 +29,10 @@ def write_config(path: Path, manroot: Path, **replace: str) -> Path:
     return path
 
 
-def run(capsys, config: Path, out: Path) -> tuple[str, dict[str, str]]:
-    """Run in-process; returns what it printed and, per stage, 'reused' or 'computed'."""
-    capsys.readouterr()
-    assert main(["run", str(config), "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
-    return printed, {s: "reused" if f"[manpages] {s}: up to date" in printed else "computed" for s in STAGES}
+@pytest.fixture
+def run(run_experiment):
+    """``run(config, out)``: (what it printed, stage -> 'reused' or 'computed')."""
+    return lambda config, out: run_experiment(config, out, "[manpages]", STAGES)
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +45,9 @@ def first(tmp_path_factory, fixture_manpage_root):
     return config, out
 
 
-def test_run_prints_the_report_and_writes_it_to_report_dir(first, capsys):
+def test_run_prints_the_report_and_writes_it_to_report_dir(first, run):
     config, out = first
-    printed, how = run(capsys, config, out)
+    printed, how = run(config, out)
     assert how == dict.fromkeys(STAGES, "reused")
     assert "| real |" in printed and "| permuted |" in printed and "## Top 10 outliers" in printed
     assert "## Top section-transition errors" in printed
@@ -69,38 +67,38 @@ def test_run_prints_the_report_and_writes_it_to_report_dir(first, capsys):
     ({'name = "sections"': 'name = "sections"\ndelta = 0.1'}, ["critic", "report"]),
     ({"min_sections = 3": "min_sections = 2"}, ["filtered", "critic", "report"]),
 ])
-def test_a_changed_stage_recomputes_with_everything_downstream(first, capsys, tmp_path, fixture_manpage_root,
+def test_a_changed_stage_recomputes_with_everything_downstream(first, run, tmp_path, fixture_manpage_root,
                                                               change, recomputed):
     config, base = first
     out = tmp_path / "run"
     shutil.copytree(base, out)
     changed = write_config(tmp_path / "changed.toml", fixture_manpage_root, **change)
-    _, how = run(capsys, changed, out)
+    _, how = run(changed, out)
     assert [s for s in STAGES if how[s] == "computed"] == recomputed
-    _, how = run(capsys, changed, out)
+    _, how = run(changed, out)
     assert how == dict.fromkeys(STAGES, "reused")
 
 
-def test_results_never_mix_two_configs(first, capsys, tmp_path, fixture_manpage_root):
+def test_results_never_mix_two_configs(first, run, tmp_path, fixture_manpage_root):
     config, base = first
     out = tmp_path / "run"
     shutil.copytree(base, out)
     fewer = write_config(tmp_path / "fewer.toml", fixture_manpage_root,
                          **{'corruptions = ["permuted", "repeated", "dropped"]': 'corruptions = ["repeated"]'})
-    run(capsys, fewer, out)
+    run(fewer, out)
     results = json.loads((out / "report" / "results.json").read_text())
     assert set(results["candidates"]) == {"repeated"}
     assert results["run"]["config"]["criticism"]["corruptions"] == ["repeated"]
     assert not (out / "report" / "transitions_permuted.png").exists()
 
 
-def test_a_stage_interrupted_before_its_marker_is_recomputed(first, capsys, tmp_path):
+def test_a_stage_interrupted_before_its_marker_is_recomputed(first, run, tmp_path):
     config, base = first
     out = tmp_path / "run"
     shutil.copytree(base, out)
     marker = json.loads((out / "stages" / "critic.json").read_text())
     (out / "stages" / "critic.json").write_text(json.dumps({**marker, "complete": False}))
-    _, how = run(capsys, config, out)
+    _, how = run(config, out)
     assert [s for s in STAGES if how[s] == "computed"] == ["critic", "report"]
     assert (out / "report" / "results.json").read_bytes() == (base / "report" / "results.json").read_bytes()
 

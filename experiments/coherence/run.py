@@ -1,0 +1,410 @@
+"""Runner of the coherence study (paper sec. 4, app. E; tables 2 and 12, fig. 4).
+
+``critic run experiments/coherence/cpu.toml --out DIR`` does, for each corpus in ``corpora``
+(man pages, linux-doc), in ``DIR/<corpus>/``:
+
+==================  ===============================================================
+``data/``           the built corpus (``critic data build``)
+``filtered/``       app. E: titles normalised, boilerplate dropped, filters
+``critic/``         the section critic with a classifier posterior P(z_m | x_m)
+``tokenizer/``      (``[lm] model = "tiny"``) a BPE tokenizer trained on train
+``lm_w_title/``     the LM fine-tuned with titles ("W/ Title"), ``lm_wo_title/`` without
+``samples_*/``      ancestral samples of each LM (resumable, one generation at a time)
+``ppl_*/``          the word perplexity of each LM on the test split
+``report/``         results.json (sets ``data``, ``lm_w_title``, ``lm_wo_title``), report.md,
+                    documents.jsonl, the table 12 errors, the fig. 4 graphs
+==================  ===============================================================
+
+and finally ``DIR/table2.md``: the paper's table 2 layout for all corpora.  Every stage is
+keyed by the part of the config it depends on (:mod:`critic.stages`); a rerun reuses what is
+done and resumes what was interrupted (LM training from its checkpoint, sampling from the
+last generation written).
+
+Sets: ``data`` is the real test split; its MAUVE and PDD compare the validation split with
+it (real text against real text), the LMs' compare their samples with it.  All three are
+projected by the same classifier posterior, as in the paper.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import torch
+
+from critic.config import Key, Schema, check_config
+from critic.critic import Critic
+from critic.criticism import criticize
+from critic.document import Document, read_jsonl, write_jsonl
+from critic.io import atomic_write_text
+from critic.registry import get_corpus, register_runner
+from critic.report import write_report
+from critic.stages import Stage
+from critics.sections import DEFAULT_DELTA_GRID, DEFAULT_DROP_TITLES, CorpusFilter
+
+__all__ = ["main", "SCHEMA", "FORMATS"]
+
+SPLITS = ("train", "valid", "test")
+FORMATS = {"lm_w_title": True, "lm_wo_title": False}
+"""Set name -> whether the LM is trained with section titles (paper: W/ Title, W/O Title)."""
+CORPORA = ("manpages", "linux-doc")
+FILTER_KEYS = ("min_sections", "min_section_tokens", "max_section_tokens", "min_title_count")
+
+
+def _corpus_table(root: str, min_sections: int, min_section_tokens: int, max_section_tokens: int,
+                  min_title_count: int) -> dict[str, Key]:
+    return {
+        "root": Key(str, root, help="where the corpus's source files are"),
+        "min_sections": Key(int, min_sections, min=1, help="app. E: sections a document keeps"),
+        "min_section_tokens": Key(int, min_section_tokens, min=0, help="fewest whitespace tokens of a section"),
+        "max_section_tokens": Key(int, max_section_tokens, min=1, help="most whitespace tokens of a section"),
+        "min_title_count": Key(int, min_title_count, min=1, help="a title must occur this often in train"),
+        "max_train_documents": Key(int, min=1, help="keep the first N training documents (absent: all)"),
+        "valid_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of documents in the validation split"),
+        "test_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of documents in the test split"),
+    }
+
+
+SCHEMA = Schema(
+    keys={
+        "corpora": Key(list[str], list(CORPORA), choices=CORPORA, help="corpora studied, each in OUT/<name>/"),
+        "threads": Key(int, 2, min=1, help="torch threads"),
+    },
+    tables={
+        "manpages": _corpus_table("/usr/share/man", 3, 1, 2000, 5),
+        "linux-doc": _corpus_table("/usr/share/doc/linux-doc-6.1/Documentation", 3, 30, 2000, 10),
+        "lm": {
+            "model": Key(str, "tiny", help='"tiny" (GPT-2-style from a config), "smollm2", a model name or path'),
+            "vocab_size": Key(int, 4096, min=256, help="tiny: BPE vocabulary trained on the training split"),
+            "layers": Key(int, 4, min=1, help="tiny: transformer layers"),
+            "heads": Key(int, 4, min=1, help="tiny: attention heads"),
+            "dim": Key(int, 256, min=8, help="tiny: model width"),
+            "context": Key(int, 512, min=16, help="window (truncated BPTT in training, cut context in sampling)"),
+            "batch_size": Key(int, 8, min=1, help="windows per step (app. E: 8)"),
+            "learning_rate": Key(float, 5e-5, gt=0, help="Adam learning rate (app. E: 5e-5)"),
+            "epochs": Key(int, 20, min=1, help="passes over the training windows (app. E: 20)"),
+            "max_tokens": Key(int, min=1, help="token budget: stop after this many training tokens"),
+            "bf16": Key(bool, False, help="bf16 autocast in training"),
+        },
+        "sample": {
+            "n": Key(int, 100, min=1, help="generations per LM"),
+            "batch_size": Key(int, 32, min=1, help="generations sampled together"),
+            "max_new_tokens": Key(int, 2048, min=1, help="a generation without end-of-document by then fails"),
+        },
+        "critic": {
+            "classifier": Key(str, "tfidf", choices=("tfidf", "encoder"), help="posterior P(z_m | x_m)"),
+            "encoder": Key(str, help="encoder name or path (absent: the bundled all-MiniLM-L6-v2)"),
+            "finetune": Key(bool, False, help="fine-tune the encoder (app. E) instead of a frozen-encoder head"),
+            "mode": Key(str, "map", choices=("map", "expectation"),
+                        help="Latent NLL of the MAP labels (paper) or its expectation under the posterior"),
+            "delta_grid": Key(list[float], list(DEFAULT_DELTA_GRID), gt=0, help="add-delta values tried"),
+            "drop_titles": Key(list[str], list(DEFAULT_DROP_TITLES), help="boilerplate titles removed"),
+        },
+        "criticism": {
+            "n_bootstrap": Key(int, 1000, min=1, help="bootstrap resamples of the CIs"),
+            "n_permutations": Key(int, 2000, min=1, help="permutations of the two-sample test"),
+            "top": Key(int, 10, min=1, help="flagged generations listed in the report"),
+            "mauve": Key(bool, True, help="MAUVE on MiniLM document features"),
+            "pdd_bins": Key(int, 5, min=1, help="positional bins of PDD over the posterior labels"),
+            "error_threshold": Key(float, 0.01, gt=0, help="table 12: a transition with P_c below is an error"),
+            "graph_threshold": Key(float, 0.05, gt=0, help="fig. 4: red edges have P_c below this"),
+        },
+    },
+)
+
+
+def _log(corpus: str, msg: str) -> None:
+    print(f"[coherence:{corpus}] {msg}", flush=True)
+
+
+class _Chain:
+    """Runs stages in order: a stage is computed when it is not done or something upstream was redone."""
+
+    def __init__(self, corpus: str):
+        self.corpus = corpus
+        self.redone: set[str] = set()
+
+    def needs(self, stage: Stage) -> bool:
+        if stage.upstream.keys() & self.redone or not stage.done():
+            self.redone.add(stage.name)
+            return True
+        _log(self.corpus, f"{stage.name}: up to date ({stage.path})")
+        return False
+
+
+def _splits(directory: Path) -> dict[str, list[Document]]:
+    return {s: read_jsonl(directory / f"{s}.jsonl") for s in SPLITS}
+
+
+def _build(stage: Stage, corpus: str, settings: dict) -> None:
+    stage.begin()
+    report = get_corpus(corpus).build(stage.path, root=Path(settings["root"]),
+                                      valid_fraction=settings["valid_fraction"],
+                                      test_fraction=settings["test_fraction"])
+    stage.commit()
+    _log(corpus, f"built corpus: {report.counts}")
+
+
+def _filter(stage: Stage, data: Stage, corpus: str, settings: dict) -> None:
+    stage.begin()
+    filt = CorpusFilter(**{k: settings[k] for k in FILTER_KEYS})
+    kept, report = filt.apply(_splits(data.path))
+    if settings.get("max_train_documents"):
+        kept["train"] = kept["train"][:settings["max_train_documents"]]
+    empty = [s for s in SPLITS if not kept[s]]
+    if empty:
+        raise ValueError(f"[{corpus}] filters left no documents in the {' and '.join(empty)} split(s): loosen them")
+    for s in SPLITS:
+        write_jsonl(kept[s], stage.path / f"{s}.jsonl")
+    atomic_write_text(stage.path / "filter.json", json.dumps(report.to_dict(), indent=1) + "\n")
+    stage.commit()
+    _log(corpus, f"filtered: {', '.join(f'{s}={len(kept[s])}' for s in SPLITS)}; removed {len(report.removed)}")
+
+
+def _fit_critic(stage: Stage, filtered: Stage, corpus: str, settings: dict, device: str) -> Critic:
+    from critics.sections.classifier_critic import ClassifierSectionCritic
+
+    stage.begin()
+    splits = _splits(filtered.path)
+    critic = ClassifierSectionCritic(**{k: v for k, v in settings.items() if v is not None}).to(device)
+    critic.fit(splits["train"], validation=splits["valid"])
+    accuracy, compared = critic.accuracy(splits["test"])
+    critic.save(stage.path / "critic")
+    atomic_write_text(stage.path / "accuracy.json", json.dumps(
+        {"valid_accuracy": critic.valid_accuracy_, "test_accuracy": accuracy, "test_sections": compared,
+         "states": len(critic.vocab_), "delta": critic.delta_}, indent=1) + "\n")
+    stage.commit()
+    _log(corpus, f"section critic: {len(critic.vocab_)} states, delta={critic.delta_}, classifier "
+                 f"{settings['classifier']} accuracy valid {critic.valid_accuracy_:.4f}, test {accuracy:.4f} "
+                 f"({compared} sections)")
+    return critic
+
+
+def _train_tokenizer(stage: Stage, filtered: Stage, lm: dict) -> None:
+    from critic.lm.format import DocumentFormat
+    from critic.lm.model import train_tokenizer
+
+    stage.begin()
+    fmt = DocumentFormat(with_titles=True)  # the titles' words too: one tokenizer for both formats
+    train = read_jsonl(filtered.path / "train.jsonl")
+    tok = train_tokenizer((fmt.render(d) for d in train), vocab_size=lm["vocab_size"],
+                          special_tokens=[fmt.section_marker, fmt.end_of_document])
+    tok.save_pretrained(str(stage.path))
+    stage.commit()
+
+
+def _finetune(stage: Stage, filtered: Stage, tokenizer: Stage | None, with_titles: bool, lm: dict,
+              seed: int, device: str) -> None:
+    from critic.lm.finetune import FinetuneConfig, finetune
+    from critic.lm.format import DocumentFormat
+    from critic.lm.model import build_tiny_lm, prepare_for_format
+
+    stage.begin()  # a checkpoint under the same key is kept: training resumes
+    fmt = DocumentFormat(with_titles=with_titles)
+    splits = _splits(filtered.path)
+    if lm["model"] == "tiny":
+        from transformers import PreTrainedTokenizerFast
+
+        tok = PreTrainedTokenizerFast.from_pretrained(str(tokenizer.path))
+        model = build_tiny_lm(tok, n_layer=lm["layers"], n_head=lm["heads"], n_embd=lm["dim"],
+                              n_positions=lm["context"], seed=seed)
+        prepare_for_format(model, tok, fmt)
+        source = (model, tok)
+    else:
+        source = lm["model"]
+    config = FinetuneConfig(batch_size=lm["batch_size"], learning_rate=lm["learning_rate"], epochs=lm["epochs"],
+                            max_tokens=lm.get("max_tokens"), context=lm["context"], seed=seed, device=device,
+                            bf16=lm["bf16"])
+    result = finetune(source, None, splits["train"], splits["valid"], fmt, stage.path, config)
+    stage.commit()
+    print(f"  {stage.name}: best validation loss {result.best_valid_loss:.4f} after {result.steps} steps, "
+          f"{result.tokens_seen} tokens", flush=True)
+
+
+def _sample(stage: Stage, lm_stage: Stage, settings: dict, seed: int, device: str) -> None:
+    from critic.lm.sample import sample
+
+    stage.begin()  # generations already written under the same key are kept: sampling resumes
+    report = sample(lm_stage.path / "best", stage.path, n=settings["n"], batch_size=settings["batch_size"],
+                    max_new_tokens=settings["max_new_tokens"], seed=seed, device=device)
+    stage.commit()
+    print(f"  {stage.name}: {json.dumps(report.counts())}", flush=True)
+
+
+def _ppl(stage: Stage, lm_stage: Stage, filtered: Stage, device: str) -> None:
+    from critic.lm.ppl import perplexity
+
+    stage.begin()
+    result = perplexity(lm_stage.path / "best", read_jsonl(filtered.path / "test.jsonl"), device=device)
+    atomic_write_text(stage.path / "ppl.json", json.dumps(result.to_dict(), indent=1) + "\n")
+    stage.commit()
+    print(f"  {stage.name}: word PPL {result.word_ppl:.3f} (token PPL {result.token_ppl:.3f}, "
+          f"{result.n_words} words)", flush=True)
+
+
+def _label_indices(critic, paths: list[list[str] | None]) -> list[list[int]]:
+    return [[critic.index_[t] for t in p] for p in paths if p]
+
+
+def _report(stage: Stage, corpus: str, filtered: Stage, critic_stage: Stage, samples: dict[str, Stage],
+            ppls: dict[str, Stage], config: dict, seed: int, device: str, stages: list[Stage]) -> dict:
+    from critic.lm.sample import read_generations
+    from critics.metrics.pdd import pdd
+    from critics.sections.analysis import section_paths, transition_errors_table
+    from critics.sections.plots import transition_difference_graph, transition_difference_heatmap
+
+    stage.begin()
+    settings = config["criticism"]
+    critic = Critic.load(critic_stage.path / "critic", device=device)
+    splits = _splits(filtered.path)
+    test, valid = splits["test"], splits["valid"]
+    generated, unparsed = {}, {}
+    for name, s in samples.items():
+        generated[name], unparsed[name] = read_generations(s.path)
+    result = criticize(critic, test, generated, reference_name="data",
+                       paths={"data": f"{filtered.name}/test.jsonl",
+                              **{n: f"{s.name}/documents.jsonl" for n, s in samples.items()}},
+                       n_bootstrap=settings["n_bootstrap"], n_permutations=settings["n_permutations"], seed=seed)
+    word_ppl = {n: json.loads((s.path / "ppl.json").read_text())["word_ppl"] for n, s in ppls.items()}
+    result.add_statistic("word_ppl", {"data": None, **word_ppl}, reasons={"data": "real text: no model to score"})
+
+    # the MAP labels each scored document got (its projection's extras): classified once, here and in T(x)
+    paths = {s.name: [d.extras["labels"] for d in s.documents] for s in result.sets}
+    valid_paths = section_paths(critic, valid)
+    ref_labels = _label_indices(critic, paths["data"])
+    pdd_values = {"data": pdd(_label_indices(critic, valid_paths), ref_labels, num_bins=settings["pdd_bins"],
+                              num_classes=len(critic.vocab_))}
+    for name in generated:
+        cand = _label_indices(critic, paths[name])
+        pdd_values[name] = (pdd(cand, ref_labels, num_bins=settings["pdd_bins"], num_classes=len(critic.vocab_))
+                            if cand else float("nan"))
+    result.add_statistic("pdd", pdd_values, reasons={n: "no generation could be projected" for n in generated})
+    if settings["mauve"]:
+        from critics.metrics.encoders import SentenceEncoder
+        from critics.metrics.mauve import mauve_score
+
+        encoder = SentenceEncoder(device=device)
+        features = {n: encoder.encode([d.text for d in docs]) for n, docs in
+                    {"test": test, "valid": valid, **generated}.items()}
+        mauve = {"data": mauve_score(features["valid"], features["test"], seed=seed)}
+        for name in generated:
+            mauve[name] = (mauve_score(features[name], features["test"], seed=seed)
+                           if len(features[name]) >= 2 else float("nan"))
+        result.add_statistic("mauve", mauve, reasons={n: "fewer than 2 generations parsed" for n in generated})
+
+    sections = [f"Classifier posterior: `{critic.classifier}`, Latent NLL in `{critic.mode}` mode; held-out "
+                f"accuracy {json.loads((critic_stage.path / 'accuracy.json').read_text())['test_accuracy']:.4f} "
+                "on the test split's sections.", "",
+                "Unparseable generations (counted, not scored): "
+                + "; ".join(f"`{n}`: {dict(c) or 'none'}" for n, c in unparsed.items()), "",
+                f"## Top section-transition errors (paper table 12: P_c(z_m | z_{{m-1}}) < "
+                f"{settings['error_threshold']})", ""]
+    for name, set_paths in paths.items():
+        sections += [f"### {name}", "", transition_errors_table(critic, set_paths,
+                                                                threshold=settings["error_threshold"], top=5), ""]
+
+    def figures(directory: Path) -> dict[str, Path]:
+        out = {}
+        for name in generated:
+            out[f"graph_{name}"] = transition_difference_graph(
+                critic, paths["data"], paths[name], directory / f"transitions_graph_{name}.png", name=name,
+                threshold=settings["graph_threshold"])
+            out[f"heatmap_{name}"] = transition_difference_heatmap(
+                critic, paths["data"], paths[name], directory / f"transitions_{name}.png", name=name,
+                threshold=settings["graph_threshold"])
+        return out
+
+    run = {"corpus": corpus, "config": config, "seed": seed, "device": str(device),
+           "stages": {s.name: s.key for s in stages},
+           "unparsed_generations": {n: dict(c) for n, c in unparsed.items()}}
+    write_report(result, stage.path, top=settings["top"], extra={"run": run}, sections=["\n".join(sections)],
+                 figures=figures)
+    stage.commit()
+    return json.loads((stage.path / "results.json").read_text(encoding="utf-8"))
+
+
+def _study(corpus: str, config: dict, out: Path, seed: int, device: str) -> dict:
+    settings, lm = config[corpus], config["lm"]
+    root = out / corpus
+    chain = _Chain(corpus)
+    data = Stage(root, "data", {"corpus": corpus, **{k: settings[k] for k in ("root", "valid_fraction",
+                                                                             "test_fraction")}})
+    filtered = Stage(root, "filtered", {k: settings.get(k) for k in (*FILTER_KEYS, "max_train_documents")},
+                     upstream=[data])
+    critic_stage = Stage(root, "critic", config["critic"], upstream=[filtered])
+    tokenizer = (Stage(root, "tokenizer", {"vocab_size": lm["vocab_size"]}, upstream=[filtered])
+                 if lm["model"] == "tiny" else None)
+    lm_upstream = [filtered] + ([tokenizer] if tokenizer else [])
+    lms = {n: Stage(root, n, {**lm, "with_titles": w, "seed": seed}, upstream=lm_upstream) for n, w in FORMATS.items()}
+    samples = {n: Stage(root, f"samples_{n[3:]}", {**config["sample"], "seed": seed}, upstream=[lms[n]])
+               for n in FORMATS}
+    ppls = {n: Stage(root, f"ppl_{n[3:]}", {}, upstream=[lms[n], filtered]) for n in FORMATS}
+    report = Stage(root, "report", {**config["criticism"], "seed": seed},
+                   upstream=[critic_stage, *samples.values(), *ppls.values()])
+    stages = [data, filtered, critic_stage, *([tokenizer] if tokenizer else []), *lms.values(),
+              *samples.values(), *ppls.values(), report]
+
+    if chain.needs(data):
+        _build(data, corpus, settings)
+    if chain.needs(filtered):
+        _filter(filtered, data, corpus, settings)
+    if chain.needs(critic_stage):
+        _fit_critic(critic_stage, filtered, corpus, config["critic"], device)
+    if tokenizer is not None and chain.needs(tokenizer):
+        _train_tokenizer(tokenizer, filtered, lm)
+    for name, with_titles in FORMATS.items():
+        if chain.needs(lms[name]):
+            _log(corpus, f"fine-tuning {name}")
+            _finetune(lms[name], filtered, tokenizer, with_titles, lm, seed, device)
+        if chain.needs(samples[name]):
+            _log(corpus, f"sampling {name}")
+            _sample(samples[name], lms[name], config["sample"], seed, device)
+        if chain.needs(ppls[name]):
+            _ppl(ppls[name], lms[name], filtered, device)
+    if chain.needs(report):
+        return _report(report, corpus, filtered, critic_stage, samples, ppls, config, seed, device, stages)
+    return json.loads((report.path / "results.json").read_text(encoding="utf-8"))
+
+
+def _cell(value, fmt: str = ".2f") -> str:
+    return "—" if value is None or (isinstance(value, float) and not math.isfinite(value)) else format(value, fmt)
+
+
+def table2(results: dict[str, dict]) -> str:
+    """The paper's table 2 layout (plus MAUVE and PDD): a row per set, a column group per corpus."""
+    names = {"data": "Data", "lm_w_title": "LM W/ Title", "lm_wo_title": "LM W/O Title"}
+    head = "| set |" + "".join(f" {c}: word PPL ↓ | {c}: Latent PPL ↓ [95% CI] | {c}: MAUVE ↑ | {c}: PDD ↓ |"
+                               for c in results)
+    lines = [head, "|---|" + "---:|---|---:|---:|" * len(results)]
+    for key, label in names.items():
+        row = f"| {label} |"
+        for res in results.values():
+            s = res["reference"] if key == "data" else res["candidates"][key]
+            ci = s["latent_ppl_ci"]
+            ci_text = "—" if None in ci else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
+            row += (f" {_cell(s.get('word_ppl'))} | {_cell(s['latent_ppl'])} {ci_text} (n={s['n']}) |"
+                    f" {_cell(s.get('mauve'), '.3f')} | {_cell(s.get('pdd'), '.4f')} |")
+        lines.append(row)
+    return "\n".join(lines)
+
+
+@register_runner("coherence", SCHEMA, "paper sec. 4: LMs with and without titles, classifier posterior, table 2")
+def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu") -> dict:
+    """Run every corpus's stages (resumed when unchanged), print each report and table 2."""
+    config = check_config(config, SCHEMA, where="coherence config", allowed=("runner",))
+    torch.set_num_threads(config["threads"])
+    out = Path(out)
+    results = {}
+    for corpus in config["corpora"]:
+        start = time.perf_counter()
+        results[corpus] = _study(corpus, config, out, seed, device)
+        _log(corpus, f"done in {time.perf_counter() - start:.0f} s; report in {out / corpus / 'report'}")
+    table = table2(results)
+    atomic_write_text(out / "table2.md", "# Coherence study (paper table 2 layout)\n\n" + table + "\n")
+    for corpus in results:
+        print(f"\n## {corpus}\n")
+        print((out / corpus / "report" / "report.md").read_text(encoding="utf-8"))
+    print("\n## Table 2\n\n" + table)
+    return results

@@ -1,0 +1,117 @@
+"""``critic run experiments/coherence/*.toml`` at toy scale on the 30 man-page fixture: table 2's sets and
+statistics, numbers recomputed independently from the saved stages, and stages that resume."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from critic.cli import main
+from critic.critic import Critic
+from critic.document import read_jsonl
+
+ROOT = Path(__file__).resolve().parents[3]
+STAGES = ("data", "filtered", "critic", "tokenizer", "lm_w_title", "samples_w_title", "ppl_w_title",
+          "lm_wo_title", "samples_wo_title", "ppl_wo_title", "report")
+
+
+def write_config(path: Path, manroot: Path, *, n: int = 6) -> Path:
+    """The cpu preset with the man-page fixture and toy sizes (same keys, so the preset's schema is tested)."""
+    text = (ROOT / "experiments" / "coherence" / "cpu.toml").read_text()
+    replace = {
+        'corpora = ["manpages", "linux-doc"]': 'corpora = ["manpages"]',
+        'root = "/usr/share/man"': f'root = "{manroot}"\nvalid_fraction = 0.25\ntest_fraction = 0.25',
+        "min_title_count = 5": "min_title_count = 2",
+        "threads = 2": "threads = 1",
+        "vocab_size = 4096": "vocab_size = 400", "layers = 4": "layers = 1", "heads = 4": "heads = 2",
+        "dim = 256": "dim = 32", "context = 512": "context = 96", "batch_size = 8": "batch_size = 4",
+        "learning_rate = 1e-3": "learning_rate = 3e-3", "epochs = 20": "epochs = 1",
+        "max_tokens = 750_000": "max_tokens = 3000",
+        "n = 100": f"n = {n}", "batch_size = 32": "batch_size = 4", "max_new_tokens = 1024": "max_new_tokens = 120",
+        "n_bootstrap = 1000": "n_bootstrap = 50", "n_permutations = 2000": "n_permutations = 50",
+        "mauve = true": "mauve = false",
+    }
+    for old, new in replace.items():
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def run(run_experiment):
+    """``run(config, out)``: (what it printed, stage -> 'reused' or 'computed')."""
+    return lambda config, out: run_experiment(config, out, "[coherence:manpages]", STAGES)
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory, fixture_manpage_root):
+    tmp = tmp_path_factory.mktemp("coherence")
+    config = write_config(tmp / "job.toml", fixture_manpage_root)
+    out = tmp / "a"
+    assert main(["run", str(config), "--out", str(out)]) == 0
+    return config, out
+
+
+def test_results_have_the_three_sets_with_word_and_latent_ppl(first):
+    _, out = first
+    results = json.loads((out / "manpages" / "report" / "results.json").read_text())
+    sets = {"data": results["reference"], **results["candidates"]}
+    assert results["reference"]["name"] == "data" and set(results["candidates"]) == {"lm_w_title", "lm_wo_title"}
+    for name, s in sets.items():
+        assert {"word_ppl", "latent_ppl", "latent_ppl_ci", "pdd"} <= set(s), name
+    assert sets["data"]["word_ppl"] is None and "reference.word_ppl" in results["null_reasons"]
+    for name in ("lm_w_title", "lm_wo_title"):
+        ppl = json.loads((out / "manpages" / f"ppl_{name[3:]}" / "ppl.json").read_text())
+        assert sets[name]["word_ppl"] == pytest.approx(math.exp(ppl["nll"] / ppl["n_words"]), rel=1e-12)
+        # every generation is either scored, skipped with a reason, or counted as unparseable
+        sample = json.loads((out / "manpages" / f"samples_{name[3:]}" / "sample.json").read_text())
+        unparsed = results["run"]["unparsed_generations"][name]
+        assert sets[name]["n"] + sets[name]["n_skipped"] + sum(unparsed.values()) == 6, (sample, unparsed)
+    table = (out / "table2.md").read_text()
+    assert "| Data |" in table and "| LM W/ Title |" in table and "| LM W/O Title |" in table
+
+
+def test_data_latent_ppl_and_pdd_recomputed_from_the_saved_critic(first):
+    """The data row: MAP labels of the test split under the saved classifier, scored by hand with the
+    bigram prior's P(z_m | z_m-1); PDD of validation against test labels by the seed-002 definition."""
+    from critics.metrics.pdd import pdd
+
+    _, out = first
+    run_dir = out / "manpages"
+    critic = Critic.load(run_dir / "critic" / "critic")
+    test = read_jsonl(run_dir / "filtered" / "test.jsonl")
+    valid = read_jsonl(run_dir / "filtered" / "valid.jsonl")
+    total, steps = 0.0, 0
+    for labels in critic.labels(test):
+        path = ["<bos>", *labels, "<eos>"]
+        total -= sum(math.log(critic.transition_probability(a, b)) for a, b in zip(path, path[1:]))
+        steps += len(labels) + 1
+    results = json.loads((run_dir / "report" / "results.json").read_text())
+    assert results["reference"]["latent_ppl"] == pytest.approx(math.exp(total / steps), rel=1e-9)
+    index = lambda docs: [[critic.index_[t] for t in p] for p in critic.labels(docs)]  # noqa: E731
+    assert results["reference"]["pdd"] == pytest.approx(
+        pdd(index(valid), index(test), num_bins=5, num_classes=len(critic.vocab_)), rel=1e-12)
+
+
+def test_rerun_reuses_every_stage_and_a_sampling_change_redoes_only_what_follows(first, run, tmp_path,
+                                                                                 fixture_manpage_root):
+    config, out = first
+    printed, how = run(config, out)
+    assert how == dict.fromkeys(STAGES, "reused")
+    assert "## Table 2" in printed
+    changed = write_config(tmp_path / "job.toml", fixture_manpage_root, n=8)
+    before = (out / "manpages" / "lm_w_title" / "best").stat().st_mtime_ns
+    _, how = run(changed, out)
+    redone = {s for s, h in how.items() if h == "computed"}
+    assert redone == {"samples_w_title", "samples_wo_title", "report"}
+    assert (out / "manpages" / "lm_w_title" / "best").stat().st_mtime_ns == before
+    generations = [json.loads(line) for line in
+                   (out / "manpages" / "samples_w_title" / "generations.jsonl").read_text().splitlines()]
+    assert sorted(g["index"] for g in generations) == list(range(8))
+    assert np.isfinite(json.loads((out / "manpages" / "report" / "results.json").read_text())
+                       ["reference"]["latent_ppl"])
