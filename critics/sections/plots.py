@@ -86,7 +86,7 @@ def transition_difference_graph(critic: SectionTransitionCritic, reference: Iter
     """Fig. 4 as a directed graph, saved as PNG at ``path`` (atomically, on its own Agg canvas).
 
     Nodes: the ``top`` most frequent section types that keep an edge, on a circle.  Edges: see
-    :func:`transition_differences`; label D, width ``0.6 + 10 |D|``, red where ``P_c < threshold``,
+    :func:`transition_differences`; label D, width ``0.5 + 6 |D|``, red where ``P_c < threshold``,
     a self-loop above its node for a repeated type.
     """
     from matplotlib.patches import Circle, FancyArrowPatch
@@ -101,7 +101,7 @@ def transition_difference_graph(critic: SectionTransitionCritic, reference: Iter
     ax = fig.subplots()
     for e in edges:
         color = "#d62728" if e.unlikely else "#555555"
-        width = 0.6 + 10 * abs(e.difference)
+        width = 0.5 + 6 * abs(e.difference)
         label = f"{e.difference:+.2f}"
         x, y = pos[e.previous]
         if e.previous == e.current:  # self-loop outside the circle, in the node's direction

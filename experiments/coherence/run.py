@@ -107,6 +107,8 @@ SCHEMA = Schema(
             "n_permutations": Key(int, 2000, min=1, help="permutations of the two-sample test"),
             "top": Key(int, 10, min=1, help="flagged generations listed in the report"),
             "mauve": Key(bool, True, help="MAUVE on MiniLM document features"),
+            "mauve_min_documents": Key(int, 50, min=2, help="MAUVE of a set with fewer documents is not reported "
+                                                          "(its k-means quantisation has too few points)"),
             "pdd_bins": Key(int, 5, min=1, help="positional bins of PDD over the posterior labels"),
             "error_threshold": Key(float, 0.01, gt=0, help="table 12: a transition with P_c below is an error"),
             "graph_threshold": Key(float, 0.05, gt=0, help="fig. 4: red edges have P_c below this"),
@@ -288,11 +290,17 @@ def _report(stage: Stage, corpus: str, filtered: Stage, critic_stage: Stage, sam
         encoder = SentenceEncoder(device=device)
         features = {n: encoder.encode([d.text for d in docs]) for n, docs in
                     {"test": test, "valid": valid, **generated}.items()}
-        mauve = {"data": mauve_score(features["valid"], features["test"], seed=seed)}
-        for name in generated:
-            mauve[name] = (mauve_score(features[name], features["test"], seed=seed)
-                           if len(features[name]) >= 2 else float("nan"))
-        result.add_statistic("mauve", mauve, reasons={n: "fewer than 2 generations parsed" for n in generated})
+        least = settings["mauve_min_documents"]
+        mauve, reasons = {}, {}
+        for name, docs in {"data": "valid", **{n: n for n in generated}}.items():
+            pair = (len(features[docs]), len(features["test"]))
+            if min(pair) >= least:
+                mauve[name] = mauve_score(features[docs], features["test"], seed=seed)
+            else:
+                mauve[name] = None
+                reasons[name] = (f"{pair[0]} documents against {pair[1]} (< mauve_min_documents = {least}): "
+                                 "too few for MAUVE's quantisation to be trusted")
+        result.add_statistic("mauve", mauve, reasons=reasons)
 
     sections = [f"Classifier posterior: `{critic.classifier}`, Latent NLL in `{critic.mode}` mode; held-out "
                 f"accuracy {json.loads((critic_stage.path / 'accuracy.json').read_text())['test_accuracy']:.4f} "
@@ -304,6 +312,14 @@ def _report(stage: Stage, corpus: str, filtered: Stage, critic_stage: Stage, sam
     for name, set_paths in paths.items():
         sections += [f"### {name}", "", transition_errors_table(critic, set_paths,
                                                                 threshold=settings["error_threshold"], top=5), ""]
+
+    sections += ["## Top flagged generations (smallest outlier p-value of T(x)/M(x) against the data)", ""]
+    for name in generated:
+        sections += [f"### {name}", "", "| document | T(x)/M(x) | outlier p | section types (MAP) |",
+                     "|---|---:|---:|---|"]
+        sections += [f"| {d.id} | {d.latent_nll_per_step:.3f} | {d.outlier_p_value:.4f} | "
+                     f"{' → '.join(d.extras['labels'])} |" for _, d in result.outliers(name=name, top=5)]
+        sections.append("")
 
     def figures(directory: Path) -> dict[str, Path]:
         out = {}
