@@ -106,10 +106,23 @@ def test_a_stage_interrupted_before_its_marker_is_recomputed(first, run, tmp_pat
 def test_ctrl_c_exits_130_and_a_rerun_gives_the_same_results(first, tmp_path):
     config, base = first
     out = tmp_path / "interrupted"
-    proc = subprocess.Popen([sys.executable, "-u", "-m", "critic.cli", "run", str(config), "--out", str(out)],
+    # the child waits after the data stage commits, so Ctrl-C lands mid-run however loaded the machine is
+    child = ("import sys, time\n"
+             "import critic.stages as stages\n"
+             "commit = stages.Stage.commit\n"
+             "def paused(self):\n"
+             "    commit(self)\n"
+             "    if self.name == 'data':\n"
+             "        print('[test] data committed', flush=True)\n"
+             "        time.sleep(120)\n"
+             "    return self\n"
+             "stages.Stage.commit = paused\n"
+             "from critic.cli import main\n"
+             "sys.exit(main(sys.argv[1:]))\n")
+    proc = subprocess.Popen([sys.executable, "-u", "-c", child, "run", str(config), "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     for line in proc.stdout:
-        if line.startswith("[manpages] built corpus"):
+        if line.startswith("[test] data committed"):
             proc.send_signal(signal.SIGINT)
             break
     _, err = proc.communicate(timeout=300)
