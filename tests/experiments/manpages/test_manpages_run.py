@@ -119,8 +119,11 @@ def test_ctrl_c_exits_130_and_a_rerun_gives_the_same_results(first, tmp_path):
              "stages.Stage.commit = paused\n"
              "from critic.cli import main\n"
              "sys.exit(main(sys.argv[1:]))\n")
+    # a job started in the background of a script inherits SIGINT ignored, and Python then keeps it ignored:
+    # give the child the default disposition, as in a terminal where Ctrl-C is pressed
     proc = subprocess.Popen([sys.executable, "-u", "-c", child, "run", str(config), "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     for line in proc.stdout:
         if line.startswith("[test] data committed"):
             proc.send_signal(signal.SIGINT)
