@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests use models that install offline; never reach a hub
 
 DATA = Path(__file__).parent / "data"
 

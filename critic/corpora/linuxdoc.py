@@ -52,16 +52,13 @@ document id, ``admin-guide/cgroup-v2``), so adding files never moves others.
 from __future__ import annotations
 
 import gzip
-import os
 import re
-import shutil
-import subprocess
 import unicodedata
 from pathlib import Path
 from typing import Iterable
 
 from ..document import Document, DocumentError, Section
-from .manpages import BuildReport, write_splits
+from .manpages import BuildReport, install_debian_packages, write_splits
 
 __all__ = ["parse_rst", "find_linuxdoc_files", "load_linuxdoc", "build_linuxdoc", "ensure_linuxdoc_installed",
            "ROOT", "PACKAGE", "ABSTRACT"]
@@ -291,14 +288,8 @@ def parse_rst(source: str, *, doc_id: str) -> Document | None:
 
 def ensure_linuxdoc_installed(root: Path = ROOT) -> None:
     """Install Debian's ``linux-doc-6.1`` when absent (as root), else explain how."""
-    if root.is_dir() and any(root.glob("*.rst.gz")):
-        return
-    apt = shutil.which("apt-get")
-    if apt and os.geteuid() == 0:
-        subprocess.run([apt, "update"], check=True)
-        subprocess.run([apt, "install", "-y", "--no-install-recommends", PACKAGE], check=True)
-        return
-    raise RuntimeError(f"no kernel documentation under {root}: install it with `sudo apt-get install {PACKAGE}`")
+    if not (root.is_dir() and any(root.glob("*.rst.gz"))):
+        install_debian_packages([PACKAGE], f"no kernel documentation under {root}")
 
 
 def find_linuxdoc_files(root: Path = ROOT) -> list[Path]:

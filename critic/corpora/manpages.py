@@ -27,7 +27,7 @@ from ..io import atomic_write_text
 from .ids import unique_ids
 
 __all__ = ["parse_roff", "find_manpage_files", "load_manpages", "split_of", "build_manpages", "write_splits",
-           "ensure_manpages_installed", "BuildReport"]
+           "ensure_manpages_installed", "install_debian_packages", "BuildReport"]
 
 PACKAGES = ("manpages", "manpages-dev")
 MAN_ROOT = Path("/usr/share/man")
@@ -107,17 +107,21 @@ def parse_roff(source: str, *, page: str) -> Document | None:
     return Document(id=page, title=name, sections=tuple(sections), metadata={"source": "man"})
 
 
-def ensure_manpages_installed(root: Path = MAN_ROOT) -> None:
-    """Install Debian's ``manpages`` and ``manpages-dev`` when absent (as root), else explain how."""
-    if (root / "man2").is_dir() and any((root / "man2").iterdir()):
-        return
+def install_debian_packages(packages: Sequence[str], missing: str) -> None:
+    """``apt-get install`` ``packages`` when running as root with apt; else a RuntimeError:
+    ``missing`` (what is absent, and where) and the command that installs them."""
     apt = shutil.which("apt-get")
     if apt and os.geteuid() == 0:
         subprocess.run([apt, "update"], check=True)
-        subprocess.run([apt, "install", "-y", "--no-install-recommends", *PACKAGES], check=True)
+        subprocess.run([apt, "install", "-y", "--no-install-recommends", *packages], check=True)
         return
-    raise RuntimeError(f"no man pages under {root}: install them with "
-                       f"`sudo apt-get install {' '.join(PACKAGES)}`")
+    raise RuntimeError(f"{missing}: install with `sudo apt-get install {' '.join(packages)}`")
+
+
+def ensure_manpages_installed(root: Path = MAN_ROOT) -> None:
+    """Install Debian's ``manpages`` and ``manpages-dev`` when absent (as root), else explain how."""
+    if not ((root / "man2").is_dir() and any((root / "man2").iterdir())):
+        install_debian_packages(PACKAGES, f"no man pages under {root}")
 
 
 def find_manpage_files(root: Path = MAN_ROOT) -> list[Path]:

@@ -250,7 +250,7 @@ def test_missing_or_empty_root_is_an_error_naming_it(tmp_path):
 
 
 def test_install_hint_when_not_root(tmp_path, monkeypatch):
-    monkeypatch.setattr(linuxdoc.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr("critic.corpora.manpages.os.geteuid", lambda: 1000)
     with pytest.raises(RuntimeError, match="sudo apt-get install linux-doc-6.1"):
         linuxdoc.ensure_linuxdoc_installed(tmp_path / "absent")
 
