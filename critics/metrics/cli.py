@@ -1,4 +1,4 @@
-"""``critic metric NAME ...`` and ``critic setup kenlm``; results are printed as JSON.
+"""``critic metric NAME ...`` and ``critic setup kenlm|neuralcoref``; results are printed as JSON.
 
 Examples::
 
@@ -12,6 +12,7 @@ Examples::
     critic metric mauve --pred-jsonl gen.jsonl --gold-jsonl ref.jsonl
     critic metric correlations --values 0.1,0.5,0.7 --judgments 1,3,4
     critic setup kenlm
+    critic setup neuralcoref                              # Python 3.7 venv for the coreference critic
 
 Documents in JSONL give their units as ``"sentences": [...]``, or as ``"sections": [{"text": ...}]``
 (one unit per section), or as ``"text"`` (one unit).
@@ -231,6 +232,16 @@ def _fluency(args) -> int:
 
 
 def setup_main(args) -> int:
+    own = {"kenlm": ("cache", "sdist"), "neuralcoref": ("venv", "python")}
+    stray = [f"--{opt}" for tool, opts in own.items() if tool != args.tool for opt in opts
+             if getattr(args, opt, None) is not None]
+    if stray:
+        raise ValueError(f"not options of `critic setup {args.tool}`: {', '.join(stray)}")
+    if args.tool == "neuralcoref":
+        from critics.coref.neuralcoref import setup_neuralcoref
+
+        print(setup_neuralcoref(args.venv, python=args.python, force=args.force))
+        return 0
     from critics.ngram.build import setup_kenlm
 
     if args.sdist is not None:
@@ -272,9 +283,14 @@ def add_commands(subparsers) -> None:
     m.add_argument("--judgments", help="correlations: comma-separated human scores")
     m.set_defaults(func=metric_main)
 
-    s = subparsers.add_parser("setup", help="build optional tools (kenlm: lmplz and build_binary)")
-    s.add_argument("tool", choices=("kenlm",))
-    s.add_argument("--cache", default=None, help="build folder (default ~/.cache/critic/kenlm)")
-    s.add_argument("--sdist", default=None, help="local kenlm-0.3.0.tar.gz instead of downloading it")
-    s.add_argument("--force", action="store_true", help="rebuild even when the tools are there")
+    s = subparsers.add_parser("setup", help="build optional tools (kenlm: lmplz and build_binary; "
+                                            "neuralcoref: its Python 3.7 venv)")
+    s.add_argument("tool", choices=("kenlm", "neuralcoref"))
+    s.add_argument("--cache", default=None, help="kenlm: build folder (default ~/.cache/critic/kenlm)")
+    s.add_argument("--sdist", default=None, help="kenlm: local kenlm-0.3.0.tar.gz instead of downloading it")
+    s.add_argument("--venv", default=None, help="neuralcoref: venv folder (default $CRITIC_NEURALCOREF_VENV "
+                                                "or ~/.cache/critic/neuralcoref/venv)")
+    s.add_argument("--python", default=None, help="neuralcoref: the Python 3.7 to build it with (default "
+                                                  "$CRITIC_PYTHON37, pyenv's 3.7.x, python3.7 on PATH)")
+    s.add_argument("--force", action="store_true", help="rebuild even when the tool is there")
     s.set_defaults(func=setup_main)

@@ -37,16 +37,17 @@ import torch
 from critic.config import Key, Schema, check_config
 from critic.critic import Critic
 from critic.criticism import criticize
-from critic.document import Document, read_jsonl, write_jsonl
+from critic.document import write_jsonl
 from critic.io import atomic_write_text
 from critic.registry import get_corpus, register_runner
 from critic.report import write_report
 from critic.stages import Stage
 from critics.sections import DEFAULT_DELTA_GRID, DEFAULT_DROP_TITLES, CorpusFilter
+from experiments.lm_stages import (LM_TABLE, SAMPLE_TABLE, SPLITS, StageChain, finetune_stage, ppl_stage, read_splits,
+                                   sample_stage, train_tokenizer_stage)
 
 __all__ = ["main", "SCHEMA", "FORMATS"]
 
-SPLITS = ("train", "valid", "test")
 FORMATS = {"lm_w_title": True, "lm_wo_title": False}
 """Set name -> whether the LM is trained with section titles (paper: W/ Title, W/O Title)."""
 CORPORA = ("manpages", "linux-doc")
@@ -75,24 +76,8 @@ SCHEMA = Schema(
     tables={
         "manpages": _corpus_table("/usr/share/man", 3, 1, 2000, 5),
         "linux-doc": _corpus_table("/usr/share/doc/linux-doc-6.1/Documentation", 3, 30, 2000, 10),
-        "lm": {
-            "model": Key(str, "tiny", help='"tiny" (GPT-2-style from a config), "smollm2", a model name or path'),
-            "vocab_size": Key(int, 4096, min=256, help="tiny: BPE vocabulary trained on the training split"),
-            "layers": Key(int, 4, min=1, help="tiny: transformer layers"),
-            "heads": Key(int, 4, min=1, help="tiny: attention heads"),
-            "dim": Key(int, 256, min=8, help="tiny: model width"),
-            "context": Key(int, 512, min=16, help="window (truncated BPTT in training, cut context in sampling)"),
-            "batch_size": Key(int, 8, min=1, help="windows per step (app. E: 8)"),
-            "learning_rate": Key(float, 5e-5, gt=0, help="Adam learning rate (app. E: 5e-5)"),
-            "epochs": Key(int, 20, min=1, help="passes over the training windows (app. E: 20)"),
-            "max_tokens": Key(int, min=1, help="token budget: stop after this many training tokens"),
-            "bf16": Key(bool, False, help="bf16 autocast in training"),
-        },
-        "sample": {
-            "n": Key(int, 100, min=1, help="generations per LM"),
-            "batch_size": Key(int, 32, min=1, help="generations sampled together"),
-            "max_new_tokens": Key(int, 2048, min=1, help="a generation without end-of-document by then fails"),
-        },
+        "lm": LM_TABLE,
+        "sample": SAMPLE_TABLE,
         "critic": {
             "classifier": Key(str, "tfidf", choices=("tfidf", "encoder"), help="posterior P(z_m | x_m)"),
             "encoder": Key(str, help="encoder name or path (absent: the bundled all-MiniLM-L6-v2)"),
@@ -121,25 +106,6 @@ def _log(corpus: str, msg: str) -> None:
     print(f"[coherence:{corpus}] {msg}", flush=True)
 
 
-class _Chain:
-    """Runs stages in order: a stage is computed when it is not done or something upstream was redone."""
-
-    def __init__(self, corpus: str):
-        self.corpus = corpus
-        self.redone: set[str] = set()
-
-    def needs(self, stage: Stage) -> bool:
-        if stage.upstream.keys() & self.redone or not stage.done():
-            self.redone.add(stage.name)
-            return True
-        _log(self.corpus, f"{stage.name}: up to date ({stage.path})")
-        return False
-
-
-def _splits(directory: Path) -> dict[str, list[Document]]:
-    return {s: read_jsonl(directory / f"{s}.jsonl") for s in SPLITS}
-
-
 def _build(stage: Stage, corpus: str, settings: dict) -> None:
     stage.begin()
     report = get_corpus(corpus).build(stage.path, root=Path(settings["root"]),
@@ -152,7 +118,7 @@ def _build(stage: Stage, corpus: str, settings: dict) -> None:
 def _filter(stage: Stage, data: Stage, corpus: str, settings: dict) -> None:
     stage.begin()
     filt = CorpusFilter(**{k: settings[k] for k in FILTER_KEYS})
-    kept, report = filt.apply(_splits(data.path))
+    kept, report = filt.apply(read_splits(data.path))
     if settings.get("max_train_documents"):
         kept["train"] = kept["train"][:settings["max_train_documents"]]
     empty = [s for s in SPLITS if not kept[s]]
@@ -169,7 +135,7 @@ def _fit_critic(stage: Stage, filtered: Stage, corpus: str, settings: dict, devi
     from critics.sections.classifier_critic import ClassifierSectionCritic
 
     stage.begin()
-    splits = _splits(filtered.path)
+    splits = read_splits(filtered.path)
     critic = ClassifierSectionCritic(**{k: v for k, v in settings.items() if v is not None}).to(device)
     critic.fit(splits["train"], validation=splits["valid"])
     accuracy, compared = critic.accuracy(splits["test"])
@@ -182,68 +148,6 @@ def _fit_critic(stage: Stage, filtered: Stage, corpus: str, settings: dict, devi
                  f"{settings['classifier']} accuracy valid {critic.valid_accuracy_:.4f}, test {accuracy:.4f} "
                  f"({compared} sections)")
     return critic
-
-
-def _train_tokenizer(stage: Stage, filtered: Stage, lm: dict) -> None:
-    from critic.lm.format import DocumentFormat
-    from critic.lm.model import train_tokenizer
-
-    stage.begin()
-    fmt = DocumentFormat(with_titles=True)  # the titles' words too: one tokenizer for both formats
-    train = read_jsonl(filtered.path / "train.jsonl")
-    tok = train_tokenizer((fmt.render(d) for d in train), vocab_size=lm["vocab_size"],
-                          special_tokens=[fmt.section_marker, fmt.end_of_document])
-    tok.save_pretrained(str(stage.path))
-    stage.commit()
-
-
-def _finetune(stage: Stage, filtered: Stage, tokenizer: Stage | None, with_titles: bool, lm: dict,
-              seed: int, device: str) -> None:
-    from critic.lm.finetune import FinetuneConfig, finetune
-    from critic.lm.format import DocumentFormat
-    from critic.lm.model import build_tiny_lm, prepare_for_format
-
-    stage.begin()  # a checkpoint under the same key is kept: training resumes
-    fmt = DocumentFormat(with_titles=with_titles)
-    splits = _splits(filtered.path)
-    if lm["model"] == "tiny":
-        from transformers import PreTrainedTokenizerFast
-
-        tok = PreTrainedTokenizerFast.from_pretrained(str(tokenizer.path))
-        model = build_tiny_lm(tok, n_layer=lm["layers"], n_head=lm["heads"], n_embd=lm["dim"],
-                              n_positions=lm["context"], seed=seed)
-        prepare_for_format(model, tok, fmt)
-        source = (model, tok)
-    else:
-        source = lm["model"]
-    config = FinetuneConfig(batch_size=lm["batch_size"], learning_rate=lm["learning_rate"], epochs=lm["epochs"],
-                            max_tokens=lm.get("max_tokens"), context=lm["context"], seed=seed, device=device,
-                            bf16=lm["bf16"])
-    result = finetune(source, None, splits["train"], splits["valid"], fmt, stage.path, config)
-    stage.commit()
-    print(f"  {stage.name}: best validation loss {result.best_valid_loss:.4f} after {result.steps} steps, "
-          f"{result.tokens_seen} tokens", flush=True)
-
-
-def _sample(stage: Stage, lm_stage: Stage, settings: dict, seed: int, device: str) -> None:
-    from critic.lm.sample import sample
-
-    stage.begin()  # generations already written under the same key are kept: sampling resumes
-    report = sample(lm_stage.path / "best", stage.path, n=settings["n"], batch_size=settings["batch_size"],
-                    max_new_tokens=settings["max_new_tokens"], seed=seed, device=device)
-    stage.commit()
-    print(f"  {stage.name}: {json.dumps(report.counts())}", flush=True)
-
-
-def _ppl(stage: Stage, lm_stage: Stage, filtered: Stage, device: str) -> None:
-    from critic.lm.ppl import perplexity
-
-    stage.begin()
-    result = perplexity(lm_stage.path / "best", read_jsonl(filtered.path / "test.jsonl"), device=device)
-    atomic_write_text(stage.path / "ppl.json", json.dumps(result.to_dict(), indent=1) + "\n")
-    stage.commit()
-    print(f"  {stage.name}: word PPL {result.word_ppl:.3f} (token PPL {result.token_ppl:.3f}, "
-          f"{result.n_words} words)", flush=True)
 
 
 def _label_indices(critic, paths: list[list[str] | None]) -> list[list[int]]:
@@ -260,7 +164,7 @@ def _report(stage: Stage, corpus: str, filtered: Stage, critic_stage: Stage, sam
     stage.begin()
     settings = config["criticism"]
     critic = Critic.load(critic_stage.path / "critic", device=device)
-    splits = _splits(filtered.path)
+    splits = read_splits(filtered.path)
     test, valid = splits["test"], splits["valid"]
     generated, unparsed = {}, {}
     for name, s in samples.items():
@@ -344,7 +248,7 @@ def _report(stage: Stage, corpus: str, filtered: Stage, critic_stage: Stage, sam
 def _study(corpus: str, config: dict, out: Path, seed: int, device: str) -> dict:
     settings, lm = config[corpus], config["lm"]
     root = out / corpus
-    chain = _Chain(corpus)
+    chain = StageChain(lambda msg: _log(corpus, msg))
     data = Stage(root, "data", {"corpus": corpus, **{k: settings[k] for k in ("root", "valid_fraction",
                                                                              "test_fraction")}})
     filtered = Stage(root, "filtered", {k: settings.get(k) for k in (*FILTER_KEYS, "max_train_documents")},
@@ -369,16 +273,16 @@ def _study(corpus: str, config: dict, out: Path, seed: int, device: str) -> dict
     if chain.needs(critic_stage):
         _fit_critic(critic_stage, filtered, corpus, config["critic"], device)
     if tokenizer is not None and chain.needs(tokenizer):
-        _train_tokenizer(tokenizer, filtered, lm)
+        train_tokenizer_stage(tokenizer, filtered, lm)
     for name, with_titles in FORMATS.items():
         if chain.needs(lms[name]):
             _log(corpus, f"fine-tuning {name}")
-            _finetune(lms[name], filtered, tokenizer, with_titles, lm, seed, device)
+            finetune_stage(lms[name], filtered, tokenizer, with_titles, lm, seed, device)
         if chain.needs(samples[name]):
             _log(corpus, f"sampling {name}")
-            _sample(samples[name], lms[name], config["sample"], seed, device)
+            sample_stage(samples[name], lms[name], config["sample"], seed, device)
         if chain.needs(ppls[name]):
-            _ppl(ppls[name], lms[name], filtered, device)
+            ppl_stage(ppls[name], lms[name], filtered, device)
     if chain.needs(report):
         return _report(report, corpus, filtered, critic_stage, samples, ppls, config, seed, device, stages)
     return json.loads((report.path / "results.json").read_text(encoding="utf-8"))

@@ -1,0 +1,48 @@
+"""Coreference-chain critic (paper sec. 5, app. G): chains of person mentions under a 5-gram prior.
+
+- :mod:`.resolution` / :mod:`.resolvers`: coreference resolutions (neuralcoref through a Python 3.7
+  worker, :mod:`.neuralcoref`; or precomputed clusters) and keeping them with the documents;
+- :mod:`.chains`: the chain of sentence starts and person mentions (fig. 5);
+- :mod:`.windows`, :mod:`.kenlm_prior`, :mod:`.smoothing`: the relabelled 5-gram windows and the two
+  priors over them (KenLM's modified Kneser-Ney; the authors' interpolated absolute discounting);
+- :mod:`.critic`: the registered critic ``coref``; :mod:`.diagnostics`: tables 6, 15, 16, 17 and
+  rendered documents; :mod:`.corrupt`: pronoun corruptions with known answers.
+
+Importing this package registers the critic; ``add_commands`` adds ``critic coref resolve``.
+"""
+
+from .chains import Chain, build_chain
+from .critic import CorefChainCritic
+from .resolution import Mention, Resolution, ResolutionError, from_clusters
+
+__all__ = ["CorefChainCritic", "Chain", "build_chain", "Mention", "Resolution", "ResolutionError", "from_clusters",
+           "add_commands"]
+
+
+def _resolve_main(args) -> int:
+    import json
+
+    from critic.document import read_jsonl, write_jsonl
+
+    from .resolvers import annotate
+
+    docs = read_jsonl(args.documents)
+    resolved, counts = annotate(docs, args.out, batch_size=args.batch_size, progress=True)
+    path = write_jsonl(resolved, args.out / "documents.jsonl")
+    print(json.dumps({"documents": str(path), "counts": dict(counts)}, indent=1))
+    return 0
+
+
+def add_commands(subparsers) -> None:
+    """``critic coref resolve DOCS.jsonl --out DIR``: neuralcoref resolutions into the documents, resumably."""
+    import argparse
+    from pathlib import Path
+
+    p = subparsers.add_parser("coref", help="coreference tools (resolve documents with neuralcoref)")
+    sub = p.add_subparsers(dest="coref_command", required=True)
+    r = sub.add_parser("resolve", help="resolve documents with neuralcoref into DIR/documents.jsonl (resumable)",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    r.add_argument("documents", type=Path, help="documents JSONL")
+    r.add_argument("--out", type=Path, required=True, help="folder: resolutions.jsonl (log) and documents.jsonl")
+    r.add_argument("--batch-size", type=int, default=16, help="documents per worker request")
+    r.set_defaults(func=_resolve_main)

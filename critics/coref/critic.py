@@ -1,0 +1,149 @@
+"""Coreference-chain critic (paper sec. 5, app. G).
+
+Generative process: a chain z of sentence starts and person-entity mentions
+(:mod:`critics.coref.chains`) drawn from a 5-gram model whose every window is
+relabelled by first appearance of its entities,
+
+    P_c(z) = prod_i P(z_i | relabel(z_{i-4} .. z_{i-1}, z_i)),
+
+padded before the first token.  The posterior is a point mass on the chain
+that the resolver (neuralcoref, or precomputed clusters) finds in the text, so
+
+    T_c(x) = -log P_c(z(x)),   M(x) = number of chain tokens (sentence starts included),
+
+and the Latent PPL is ``exp(-sum log P / number of chain tokens scored)``.
+
+The prior (``smoothing``):
+
+- ``"kenlm"`` (default): modified Kneser-Ney estimated by KenLM's ``lmplz``
+  (``--discount_fallback``) on the relabelled windows, queried through kenlm's
+  state API (:mod:`critics.coref.kenlm_prior`);
+- ``"authors"``: the authors' interpolated absolute discounting with one
+  discount per order, ``D = n1 / (n1 + 2 n2)`` (:mod:`critics.coref.smoothing`).
+
+A chain token never seen as a target in training is scored by the prior's
+unknown-token probability and counted in the document's ``unknown``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from critic.critic import Critic, Projection
+from critic.document import Document
+from critic.latent import ValuePointMass
+from critic.registry import register_critic
+
+from .chains import Chain, build_chain
+from .resolvers import RESOLVERS, resolve
+
+__all__ = ["CorefChainCritic", "SMOOTHINGS"]
+
+SMOOTHINGS = ("kenlm", "authors")
+
+
+def _prior_class(smoothing: str):
+    if smoothing == "kenlm":
+        from .kenlm_prior import KenLMChainPrior
+
+        return KenLMChainPrior
+    from .smoothing import AuthorsChainPrior
+
+    return AuthorsChainPrior
+
+
+@register_critic("coref")
+class CorefChainCritic(Critic):
+    """Coreference chains under a 5-gram prior (see the module docstring).
+
+    Settings: ``smoothing`` (``kenlm`` | ``authors``), ``order`` (5), ``resolver``
+    (``auto`` | ``metadata`` | ``neuralcoref``: see :mod:`critics.coref.resolvers`),
+    ``memory`` (lmplz's ``-S`` bound), ``unk_prob`` (the authors' probability of
+    an unseen token, used with ``smoothing="authors"``).
+    """
+
+    batch_size = 256
+
+    def __init__(self, *, smoothing: str = "kenlm", order: int = 5, resolver: str = "auto",
+                 memory: str = "1G", unk_prob: float = 1e-20):
+        self.smoothing = smoothing
+        self.order = order
+        self.resolver = resolver
+        self.memory = memory
+        self.unk_prob = unk_prob
+
+    def _check_params(self) -> None:
+        if self.smoothing not in SMOOTHINGS:
+            raise ValueError(f"smoothing must be one of {', '.join(SMOOTHINGS)}, got {self.smoothing!r}")
+        if self.resolver not in RESOLVERS:
+            raise ValueError(f"resolver must be one of {', '.join(RESOLVERS)}, got {self.resolver!r}")
+        if not isinstance(self.order, int) or self.order < 1:
+            raise ValueError(f"order must be a positive integer, got {self.order!r}")
+
+    # ------------------------------------------------------------------ chains
+    def chains(self, docs: Sequence[Document]) -> tuple[dict[str, Chain], dict[str, str]]:
+        """``({doc id: chain}, {doc id: why not})`` through the critic's resolver."""
+        resolutions, failures = resolve(docs, resolver=self.resolver, neuralcoref=getattr(self, "_worker", None))
+        return {i: build_chain(r) for i, r in resolutions.items()}, failures
+
+    def fit_prior(self, chains: Sequence[Sequence[str]]):
+        """A new prior with this critic's settings, fitted on ``chains`` (token sequences)."""
+        self._check_params()
+        cls = _prior_class(self.smoothing)
+        if self.smoothing == "kenlm":
+            return cls.fit(chains, order=self.order, memory=self.memory)
+        return cls.fit(chains, order=self.order, unk_prob=self.unk_prob)
+
+    def fit(self, docs: Sequence[Document], *, validation: Sequence[Document] | None = None) -> "CorefChainCritic":
+        """Fit the prior on the chains of ``docs``; documents without a chain are counted in
+        ``training_skipped_``.  ``validation`` is not needed (the smoothing has no free parameter)."""
+        self._check_params()
+        chains, failures = self.chains(docs)
+        if not chains:
+            raise ValueError(f"no training document gave a coreference chain ({len(failures)} failed"
+                             + (f", e.g. {next(iter(failures.items()))}" if failures else "") + ")")
+        self.prior_ = self.fit_prior([chains[d.id].tokens for d in docs if d.id in chains])
+        self.training_chains_ = len(chains)
+        self.training_tokens_ = int(sum(len(c) for c in chains.values()))
+        self.training_skipped_ = dict(sorted(failures.items()))
+        return self
+
+    def project(self, docs: Sequence[Document]) -> Projection:
+        self._require_fitted()
+        chains, failures = self.chains(docs)
+        ids = [d.id for d in docs if d.id in chains]
+        tokens = [chains[i].tokens for i in ids]
+        unknown = self.prior_.unknown(tokens)
+        return Projection(
+            doc_ids=ids,
+            posterior=ValuePointMass(tokens),
+            latent_steps=torch.tensor([len(t) for t in tokens], dtype=torch.float64),
+            failures=failures,
+            extras={"chain": [" ".join(t) for t in tokens],
+                    "mention_spans": [[list(s) if s else None for s in chains[i].spans] for i in ids]},
+            unknown={i: int(u.sum()) for i, u in zip(ids, unknown)},
+        )
+
+    def prior(self):
+        self._require_fitted()
+        return self.prior_
+
+    # ------------------------------------------------------------------ state
+    def _get_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        return {"training_chains": self.training_chains_, "training_tokens": self.training_tokens_,
+                "training_skipped": self.training_skipped_}, {}
+
+    def _set_state(self, state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+        self._check_params()
+        self.training_chains_ = int(state["training_chains"])
+        self.training_tokens_ = int(state["training_tokens"])
+        self.training_skipped_ = dict(state["training_skipped"])
+
+    def _save_files(self, directory: Path) -> None:
+        self.prior_.save(directory / "prior")
+
+    def _load_files(self, directory: Path) -> None:
+        self.prior_ = _prior_class(self.smoothing).load(directory / "prior")

