@@ -174,6 +174,9 @@ def _report(stage: Stage, name: str, critic_stage: Stage, test: list[Document], 
     result.add_statistic("word_ppl", {"data": None, "lm": word_ppl, **{c: None for c in candidates if c != "lm"}},
                          reasons={"data": "real text: no model to score",
                                   **{c: "a corruption of the data: no model" for c in candidates if c != "lm"}})
+    corruptions = [c for c in candidates if c != "lm"]
+    result.add_statistic("originals_latent_ppl", _originals_latent_ppl(result, corruptions),
+                         reasons={"data": "not a corruption", "lm": "not a corruption"})
     sections = []
     files: dict[str, str] = {}
     if diagnostics:
@@ -206,23 +209,36 @@ def _report(stage: Stage, name: str, critic_stage: Stage, test: list[Document], 
     return json.loads((stage.path / "results.json").read_text(encoding="utf-8"))
 
 
+def _originals_latent_ppl(result, corruptions: list[str]) -> dict[str, float | None]:
+    """Per corruption set, the Latent PPL of the same documents uncorrupted (the data set's T and M of the
+    documents the corruption could change): the paired baseline of that set."""
+    t = {d.id: (d.latent_nll, d.latent_steps) for d in result.reference.documents}
+    out: dict[str, float | None] = {"data": None, "lm": None}
+    for name in corruptions:
+        pairs = [t[d.id.rsplit("#", 1)[0]] for d in result.set(name).documents if d.id.rsplit("#", 1)[0] in t]
+        out[name] = math.exp(sum(a for a, _ in pairs) / sum(b for _, b in pairs)) if pairs else None
+    return out
+
+
 def _cell(value, fmt: str = ".2f") -> str:
     return "—" if value is None or (isinstance(value, float) and not math.isfinite(value)) else format(value, fmt)
 
 
 def table7(results: dict[str, dict]) -> str:
-    """Table 7 layout: a row per set; Latent PPL [95% CI] (n) per prior; word PPL."""
+    """Table 7 layout: a row per set; per prior, Latent PPL [95% CI] (n) and, for a corruption, the Latent PPL of
+    the same documents uncorrupted; the LM's word PPL."""
     first = next(iter(results.values()))
     names = ["data", *first["candidates"]]
-    head = "| set |" + "".join(f" Latent PPL ↓ ({p}) [95% CI] (n) |" for p in results) + " word PPL ↓ |"
-    lines = [head, "|---|" + "---|" * len(results) + "---:|"]
+    head = ("| set |" + "".join(f" Latent PPL ↓ ({p}) [95% CI] (n) | same documents uncorrupted ({p}) |"
+                                for p in results) + " word PPL ↓ |")
+    lines = [head, "|---|" + "---|---:|" * len(results) + "---:|"]
     for name in names:
         row = f"| {name} |"
         for res in results.values():
             s = res["reference"] if name == "data" else res["candidates"][name]
             ci = s["latent_ppl_ci"]
             ci_text = "—" if None in ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
-            row += f" {_cell(s['latent_ppl'], '.3f')} {ci_text} ({s['n']}) |"
+            row += f" {_cell(s['latent_ppl'], '.3f')} {ci_text} ({s['n']}) | {_cell(s.get('originals_latent_ppl'), '.3f')} |"
         s = first["reference"] if name == "data" else first["candidates"][name]
         lines.append(row + f" {_cell(s.get('word_ppl'))} |")
     return "\n".join(lines)

@@ -112,6 +112,11 @@ def test_corruptions_swap_one_pronoun_and_raise_the_latent_ppl(first):
     for r in rows:
         by_set.setdefault(r["set"], {})[r["id"]] = r
     for name in ("gender", "number"):
+        # the paired baseline: the same documents uncorrupted, from the data set's T(x) and M(x)
+        originals = [by_set["data"][i.split("#")[0]] for i in by_set[name]]
+        paired = math.exp(sum(r["latent_nll"] for r in originals) / sum(r["latent_steps"] for r in originals))
+        assert results["candidates"][name]["originals_latent_ppl"] == pytest.approx(paired, rel=1e-12)
+        assert results["candidates"][name]["latent_ppl"] > paired
         for doc_id, row in by_set[name].items():
             source = by_set["data"][doc_id.split("#")[0]]
             a, b = source["extras"]["chain"].split(), row["extras"]["chain"].split()
