@@ -20,8 +20,15 @@ target; an unseen target's ``unk_prob`` (times the back-off weights) is *outside
 once or twice, ``D_m = 0`` and targets unseen after a seen context get probability 0 (-inf).
 
 Implementation: per order, sorted unique n-gram keys with counts and sorted unique contexts with
-``c(h)`` and ``N1+(h)`` (``np.unique`` / ``np.add.reduceat``); scoring looks every distinct
-window up with ``np.searchsorted``, all orders at once, no Python loop over positions.
+``c(h)`` and ``N1+(h)`` (``np.unique`` / ``np.add.reduceat``).  :meth:`AuthorsChainPrior._probs`
+evaluates the recursion for packed windows (``np.searchsorted`` into each order's tables).  Since
+P(v | context) depends on the context only through its longest seen suffix h (the seen contexts
+are closed under suffixes, so orders 1..|h|+1 apply) and on v only through its column (a target of
+V, or any other target: ``unk_prob`` carried up the same recursion with zero counts), the same
+recursion is run once at construction on the dense ``(contexts of every order, |V| + 1)`` matrix,
+order by order from the parent (one shorter) suffix's row, with the same floating-point operations
+in the same order; its log is the score table of :class:`~critics.coref.prior.ChainPrior`, so
+scoring is two index lookups and a gather per position.
 """
 
 from __future__ import annotations
@@ -73,6 +80,31 @@ class AuthorsChainPrior(ChainPrior):
         self.order, self._table, self.orders, self.unk_prob = order, table, orders, float(unk_prob)
         self.total = int(orders[1].counts.sum())
         self.vocabulary = self._decode_targets(orders[1].keys)
+        suffixes = {m - 1: orders[m].contexts for m in range(1, order + 1)}
+        with np.errstate(divide="ignore"):
+            table = np.log(np.concatenate(self._prob_rows(), axis=0))
+        self._set_score_table(suffixes, orders[1].keys, table,
+                              counts={m - 1: orders[m].context_count for m in range(1, order + 1)})
+
+    def _prob_rows(self) -> list[np.ndarray]:
+        """Per order m, ``(contexts of order m, |V| + 1)``: P(v | context) where the context is the
+        longest seen suffix (the recursion of :meth:`_probs`, elementwise the same operations)."""
+        base, one = self.base, self.orders[1]
+        targets = one.keys
+        width = len(targets) + 1
+        row = np.empty((1, width))
+        row[0, :-1] = one.counts / self.total
+        row[0, -1] = self.unk_prob
+        rows = [row]
+        for m in range(2, self.order + 1):
+            cm = self.orders[m]
+            # the row of each context's suffix one slot shorter (seen: the seen contexts are suffix-closed)
+            parent = np.searchsorted(self.orders[m - 1].contexts, cm.contexts % base ** (m - 2))
+            c_hw = np.zeros((len(cm.contexts), width), dtype=np.int64)
+            c_hw[np.searchsorted(cm.contexts, cm.keys // base), np.searchsorted(targets, cm.keys % base)] = cm.counts
+            c_h, types = cm.context_count[:, None], cm.context_types[:, None]
+            rows.append(np.maximum(c_hw - cm.D, 0.0) / c_h + cm.D * types / c_h * rows[-1][parent])
+        return rows
 
     @property
     def discounts(self) -> dict[int, float]:
@@ -83,12 +115,8 @@ class AuthorsChainPrior(ChainPrior):
         """Count the relabelled windows of every position of ``chains`` (and their suffixes)."""
         if order < 1:
             raise ValueError(f"order must be >= 1, got {order}")
-        table = KindTable()
-        self = cls.__new__(cls)
-        self.order = order
-        keys, _, _ = self._windows(chains, table)
-        if len(keys) == 0:
-            raise ValueError("no chain positions to fit on")
+        self, keys = cls._start_fit(chains, order)
+        table = self._table
         base = self.base
         orders = {}
         for m in range(1, order + 1):
@@ -99,7 +127,8 @@ class AuthorsChainPrior(ChainPrior):
     # ------------------------------------------------------------------ scoring
     def _probs(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(P (U,), unknown (U,))`` of packed windows ``keys``: the recursion of the module doc,
-        bottom-up; order m replaces P only where its context was seen at order m."""
+        bottom-up; order m replaces P only where its context was seen at order m (the direct path:
+        scoring reads the same numbers from the score table)."""
         base = self.base
         one = self.orders[1]
         idx, seen = one.lookup(one.keys, keys % base)
@@ -115,10 +144,13 @@ class AuthorsChainPrior(ChainPrior):
             prob = np.where(found, mixed, prob)
         return prob, ~seen
 
-    def _score_unique(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        prob, unknown = self._probs(keys)
+    def direct_log_probs(self, keys: np.ndarray) -> np.ndarray:
+        """ln P of packed windows by :meth:`_probs`, not the table: a check."""
         with np.errstate(divide="ignore"):
-            return np.log(prob), unknown
+            return np.log(self._probs(keys)[0])
+
+    def _score_unique(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self._score_positions(keys // self.base, keys % self.base)
 
     def _unknown_unique(self, keys: np.ndarray) -> np.ndarray:
         one = self.orders[1]
@@ -126,9 +158,7 @@ class AuthorsChainPrior(ChainPrior):
 
     def _next_unique(self, contexts: np.ndarray) -> np.ndarray:
         """Rows over the seen vocabulary V (the unknown-token mass is not part of V)."""
-        targets = self.orders[1].keys
-        keys = (contexts[:, None] * self.base + targets[None, :]).reshape(-1)
-        return self._score_unique(keys)[0].reshape(len(contexts), len(targets))
+        return self._score_table[self._context_rows(contexts), :-1]
 
     # ------------------------------------------------------------------ persistence
     def save(self, directory) -> None:

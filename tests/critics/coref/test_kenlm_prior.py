@@ -16,32 +16,9 @@ from critics.coref.kenlm_prior import KenLMChainPrior, tag, training_lines
 from critics.coref.windows import PAD, decode_codes, unpack
 from critics.ngram import setup_kenlm
 
-TEXTS = [".", ".", ".", "M", "M", "F", "he", "He", "she", "his", "her", "They"]
+from .reference import py_windows, random_chains
 
-
-def random_chains(rng, n, max_len=24, max_id=4, texts=TEXTS):
-    out = []
-    for _ in range(n):
-        chain = []
-        for _ in range(int(rng.integers(0, max_len + 1))):
-            t = texts[int(rng.integers(len(texts)))]
-            chain.append(t if t == "." else f"{t}:{int(rng.integers(max_id))}")
-        out.append(chain)
-    return out
-
-
-def py_windows(chain, n=5):
-    padded = [PAD] * (n - 1) + list(chain)
-    for i in range(len(chain)):
-        ids, window = {}, []
-        for tok in padded[i:i + n]:
-            if ":" in tok:
-                text, ident = tok.rsplit(":", 1)
-                ids.setdefault(ident, len(ids))
-                window.append(f"{text}:{ids[ident]}")
-            else:
-                window.append(tok)
-        yield tuple(window)
+TEXTS = (".", ".", ".", "M", "M", "F", "he", "He", "she", "his", "her", "They")
 
 
 def tagged(window):
@@ -90,7 +67,8 @@ def feed(model, words):
 @pytest.fixture(scope="module")
 def corpus():
     rng = np.random.default_rng(0)
-    return random_chains(rng, 120), random_chains(rng, 40) + [["zz:0", "M:3", ".", "M:1", "odd"], []]
+    train, test = random_chains(rng, 120, max_len=24, texts=TEXTS), random_chains(rng, 40, max_len=24, texts=TEXTS)
+    return train, test + [["zz:0", "M:3", ".", "M:1", "odd"], []]
 
 
 @pytest.fixture(scope="module")
@@ -217,3 +195,67 @@ def test_scores_unknowns_and_persistence(corpus, arpa_prior, binary_prior, tmp_p
             np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(again.next_logprobs([(PAD, PAD, ".", "M:0")]),
                                       prior.next_logprobs([(PAD, PAD, ".", "M:0")]))
+
+
+def test_score_table_equals_direct_kenlm_queries_bit_for_bit(corpus, arpa_prior, binary_prior):
+    train, test = corpus
+    rng = np.random.default_rng(6)
+    odd = random_chains(rng, 30, texts=[".", "M", "himself", "We", "F", "zz"], max_id=9)  # unseen kinds/targets
+    for prior in (arpa_prior, binary_prior):
+        for chains in (train[:20], test, odd):
+            keys, inverse = np.unique(prior._windows(chains)[0], return_inverse=True)
+            direct = prior.direct_log_probs(keys)  # one BaseScore per window, from the suffix states
+            table, unknown = prior._score_unique(keys)
+            assert table.tobytes() == direct.tobytes()
+            assert np.array_equal(unknown, prior._unknown_unique(keys))
+            per_position = np.concatenate(prior.position_logprobs(chains))  # the per-position table path
+            assert per_position.tobytes() == direct[inverse].tobytes()
+            assert np.array_equal(np.concatenate(prior.unknown(chains)), unknown[inverse])
+        # seen and unseen windows both occur, as do targets outside V
+        keys = np.unique(prior._windows(test + odd)[0])
+        seen = np.isin(keys, np.unique(prior._windows(train)[0]))
+        assert seen.any() and (~seen).any() and prior._unknown_unique(keys).any()
+        # rows of next_logprobs: the same cells, and KenLM's own numbers
+        contexts = [w[:-1] for c in odd[:5] + test[:5] for w in prior.windows([c])[0]]
+        rows = prior.next_logprobs(contexts)
+        model, out = prior.model, kenlm.State()
+        words = [tag(5, v) for v in prior.vocabulary[:-1]] + ["<unk>"]
+        ctx_keys = prior._context_keys(contexts)
+        log_z = prior.context_log_z(ctx_keys)
+        for ctx, row, lz in zip(contexts[:12], rows, log_z):
+            state = feed(model, tagged(ctx))
+            raw = np.array([model.BaseScore(state, w, out) for w in words]) * math.log(10)
+            assert row.tobytes() == (raw - lz).tobytes()
+    assert binary_prior.log10.dtype == np.float32
+    assert binary_prior.log10.shape == (sum(map(len, binary_prior.suffixes.values())), len(binary_prior.vocabulary))
+
+
+def test_saved_table_counts_and_legacy_files(corpus, binary_prior, tmp_path):
+    _, test = corpus
+    binary_prior.save(tmp_path / "p")
+    with np.load(tmp_path / "p" / "normalisers.npz") as z:
+        assert z["log10"].dtype == np.float32 and "counts_4" in z.files
+        arrays = {k: z[k] for k in z.files}
+    again = KenLMChainPrior.load(tmp_path / "p")
+    assert np.array_equal(again.log10, binary_prior.log10)
+    assert all(np.array_equal(again.counts[k], binary_prior.counts[k]) for k in range(5))
+    assert sum(binary_prior.counts[4]) == binary_prior.meta["positions"]
+    want = np.concatenate(binary_prior.position_logprobs(test))
+    assert np.concatenate(again.position_logprobs(test)).tobytes() == want.tobytes()
+    # a save without the table and the counts (written before them): the table is queried again
+    np.savez(tmp_path / "p" / "normalisers.npz",
+             **{k: v for k, v in arrays.items() if k != "log10" and not k.startswith("counts_")})
+    legacy = KenLMChainPrior.load(tmp_path / "p")
+    assert legacy.counts is None and np.array_equal(legacy.log10, binary_prior.log10)
+    assert np.concatenate(legacy.position_logprobs(test)).tobytes() == want.tobytes()
+    assert legacy.log_prob(test).numpy().tobytes() == binary_prior.log_prob(test).numpy().tobytes()
+
+
+@pytest.mark.parametrize("order", [2, 3])
+def test_low_orders(corpus, order):
+    train, test = corpus
+    prior = KenLMChainPrior.fit(train, order=order, memory="64M")
+    keys = np.unique(prior._windows(test)[0])
+    assert prior._score_unique(keys)[0].tobytes() == prior.direct_log_probs(keys).tobytes()
+    rows = prior.next_logprobs([w[:-1] for w in prior.windows(test[:3])[0]] or [(PAD,) * (order - 1)])
+    np.testing.assert_allclose(np.exp(rows).sum(1), 1.0, rtol=0, atol=1e-9)

@@ -13,32 +13,7 @@ from critic.latent import ValuePointMass, cross_entropy
 from critics.coref.smoothing import AuthorsChainPrior
 from critics.coref.windows import PAD
 
-TEXTS = [".", ".", "M", "F", "he", "she", "his", "They"]
-
-
-def random_chains(rng, n, max_len=20, max_id=4, texts=TEXTS):
-    out = []
-    for _ in range(n):
-        chain = []
-        for _ in range(int(rng.integers(0, max_len + 1))):
-            t = texts[int(rng.integers(len(texts)))]
-            chain.append(t if t == "." else f"{t}:{int(rng.integers(max_id))}")
-        out.append(chain)
-    return out
-
-
-def py_windows(chain, n):
-    padded = [PAD] * (n - 1) + list(chain)
-    for i in range(len(chain)):
-        ids, window = {}, []
-        for tok in padded[i:i + n]:
-            if ":" in tok:
-                text, ident = tok.rsplit(":", 1)
-                ids.setdefault(ident, len(ids))
-                window.append(f"{text}:{ids[ident]}")
-            else:
-                window.append(tok)
-        yield tuple(window)
+from .reference import py_windows, random_chains
 
 
 class BruteForce:
@@ -157,3 +132,34 @@ def test_log_prob_is_a_prior_for_value_point_masses(tmp_path):
     np.testing.assert_array_equal(again.log_prob(test).numpy(), lp.numpy())
     with pytest.raises(ValueError, match="no chain positions"):
         AuthorsChainPrior.fit([[], []])
+
+
+@pytest.mark.parametrize("order", [1, 2, 3, 5])
+def test_score_table_equals_the_recursion_bit_for_bit(order):
+    rng = np.random.default_rng(8)
+    train = random_chains(rng, 70)
+    odd = random_chains(rng, 30, texts=[".", "M", "himself", "We", "F", "zz"], max_id=9)  # unseen kinds/targets
+    for prior in (AuthorsChainPrior.fit(train, order=order),
+                  AuthorsChainPrior.fit([["M:0", "he:0", "."]], order=order)):  # D = 1 at orders 2..n
+        for chains in (train[:20], odd):
+            keys, inverse = np.unique(prior._windows(chains)[0], return_inverse=True)
+            direct = prior.direct_log_probs(keys)  # the recursion, window by window
+            assert prior._score_unique(keys)[0].tobytes() == direct.tobytes()
+            assert np.concatenate(prior.position_logprobs(chains)).tobytes() == direct[inverse].tobytes()
+        rows = prior.next_logprobs([w[:-1] for c in odd[:4] for w in py_windows(c, order)])
+        targets = prior.orders[1].keys
+        contexts = prior._context_keys([w[:-1] for c in odd[:4] for w in py_windows(c, order)])
+        want = prior.direct_log_probs((contexts[:, None] * prior.base + targets[None, :]).reshape(-1))
+        assert rows.tobytes() == want.reshape(rows.shape).tobytes()
+
+
+def test_score_table_with_a_zero_discount():
+    # order 2 on "M:0 M:0" twice: every bigram seen twice or more -> n1 = 0, D_2 = 0; an unseen
+    # target after a seen context gets probability 0 (-inf), in the table as in the recursion
+    prior = AuthorsChainPrior.fit([["M:0", "M:0"], ["M:0", "M:0"]], order=2)
+    assert prior.discounts[2] == 0.0
+    chains = [["M:0", "M:0", "he:0", "."], ["."]]
+    keys = np.unique(prior._windows(chains)[0])
+    assert prior._score_unique(keys)[0].tobytes() == prior.direct_log_probs(keys).tobytes()
+    lp = prior.position_logprobs(chains)
+    assert lp[0][0] == 0.0 and np.isneginf(lp[0][2]) and np.isneginf(lp[1][0])

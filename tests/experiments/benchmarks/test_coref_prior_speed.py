@@ -15,10 +15,14 @@ def test_benchmark_at_toy_scale(tmp_path, capsys):
     assert res["chains"] == 40 and res["positions"] > 0
     assert res["max_abs_diff"] <= 1e-9
     assert res["distinct_windows"] <= res["positions"]
-    for name in ("kenlm", "plain", "authors"):
+    for name in ("kenlm", "plain", "direct", "authors"):
         assert res[f"{name}_positions_per_s"] > 0
+    for name in ("encode", "windows", "context_rows", "table_gather", "per-chain_sums"):
+        assert res[f"stage_{name}_ns_per_position"] > 0
+    assert 0 < res["window_seen_share"] <= res["context_seen_share"] <= 1
     assert (tmp_path / "bench.json").is_file()
-    assert "plain/this" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "plain/this" in out and "no window table" in out and "bit-identical" in out
 
 
 def test_synthetic_chains_look_like_chains():
@@ -30,6 +34,14 @@ def test_synthetic_chains_look_like_chains():
     entities = [len({t.split(":")[1] for t in c if ":" in t}) for c in chains]
     assert 1 <= min(entities) and max(entities) <= 4
     assert (enc.ids >= 0).mean() > 0.5
+    for c in chains:  # ids numbered by first appearance, the subject first (as chains.py builds them)
+        ids = [int(t.split(":")[1]) for t in c if ":" in t]
+        assert not ids or ids[0] == 0
+        assert list(dict.fromkeys(ids)) == list(range(len(set(ids))))
+    # runs about one person: consecutive mentions mostly share the entity, most mentions are the subject
+    pairs = [(a, b) for c in chains for a, b in zip(c, c[1:]) if ":" in a and ":" in b]
+    assert np.mean([a.split(":")[1] == b.split(":")[1] for a, b in pairs]) > 0.6
+    assert (enc.ids == 0).sum() / (enc.ids >= 0).sum() > 0.6
 
 
 def test_dictionary_baseline_matches_the_prior_on_unseen_tokens():
