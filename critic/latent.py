@@ -27,7 +27,15 @@ import math
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import torch
-from torch.distributions import Distribution, constraints, kl_divergence
+from torch.distributions import (
+    Dirichlet,
+    Distribution,
+    Independent,
+    MultivariateNormal,
+    Normal,
+    constraints,
+    kl_divergence,
+)
 
 __all__ = [
     "PAD",
@@ -39,6 +47,9 @@ __all__ = [
     "MarkovChain",
     "register_cross_entropy",
     "cross_entropy",
+    "diagonal_normal_mvn_cross_entropy",
+    "mvn_cross_entropy",
+    "dirichlet_cross_entropy",
     "monte_carlo_cross_entropy",
 ]
 
@@ -66,8 +77,11 @@ class Prior(Protocol):
 def register_cross_entropy(type_q: type, type_p: type):
     """Decorator registering an exact ``H(q, p)`` for ``q: type_q`` under ``p: type_p``.
 
-    The function takes ``(q, p)`` and returns a tensor of shape ``q.batch_shape``.
-    Lookup picks the most specific registered pair along both MROs.
+    The function takes ``(q, p)`` and returns a tensor of shape ``q.batch_shape``
+    (broadcast with ``p.batch_shape`` where the prior is batched too).  Lookup
+    picks the most specific registered pair along both MROs; the function may
+    raise :class:`NotImplementedError` when the instances do not fit (then the
+    next match, then the ``H(q) + KL(q||p)`` fallback, is tried).
     """
 
     def decorator(fn):
@@ -77,28 +91,40 @@ def register_cross_entropy(type_q: type, type_p: type):
     return decorator
 
 
-def _lookup(type_q: type, type_p: type):
+def _candidates(type_q: type, type_p: type) -> list[Callable[[Any, Any], torch.Tensor]]:
+    """Registered functions applicable to ``(type_q, type_p)``, most specific first."""
     matches = [
         (tq, tp)
         for (tq, tp) in _CROSS_ENTROPY
         if issubclass(type_q, tq) and issubclass(type_p, tp)
     ]
-    if not matches:
-        return None
-    best = min(matches, key=lambda m: (type_q.__mro__.index(m[0]), type_p.__mro__.index(m[1])))
-    return _CROSS_ENTROPY[best]
+    matches.sort(key=lambda m: (type_q.__mro__.index(m[0]), type_p.__mro__.index(m[1])))
+    return [_CROSS_ENTROPY[m] for m in matches]
+
+
+def _lookup(type_q: type, type_p: type):
+    """The most specific registered function for ``(type_q, type_p)``, or None."""
+    found = _candidates(type_q, type_p)
+    return found[0] if found else None
 
 
 def cross_entropy(q: Any, p: Prior) -> torch.Tensor:
     """Exact cross-entropy ``H(q, p) = -E_q log p`` with shape ``q.batch_shape``.
 
-    Uses a registered formula for ``(type(q), type(p))``; else ``H(q) + KL(q||p)``
-    where both are torch distributions and torch implements both terms; else
-    raises :class:`NotImplementedError` (use :func:`monte_carlo_cross_entropy`).
+    Uses the most specific registered formula for ``(type(q), type(p))``; a
+    registered function may raise :class:`NotImplementedError` to say the pair
+    of *types* matches but these instances do not (e.g. an ``Independent``
+    whose base is not ``Normal``), and the next registered match is tried.
+    Failing those, ``H(q) + KL(q||p)`` where both are torch distributions and
+    torch implements both terms; else raises :class:`NotImplementedError` (use
+    :func:`monte_carlo_cross_entropy`).  Any other exception (a ``ValueError``
+    for a posterior and prior of different event sizes) propagates.
     """
-    fn = _lookup(type(q), type(p))
-    if fn is not None:
-        return fn(q, p)
+    for fn in _candidates(type(q), type(p)):
+        try:
+            return fn(q, p)
+        except NotImplementedError:
+            continue
     try:
         if not (isinstance(q, Distribution) and isinstance(p, Distribution)):
             raise NotImplementedError
@@ -342,3 +368,126 @@ def _factorised_markov_cross_entropy(q: FactorisedCategorical, p: MarkovChain) -
     steps = torch.where(mask[:, 1:], pair, torch.zeros((), dtype=torch.float64)).sum(-1)
     end = expected(p.final, lambda t: last @ t)
     return -(start + steps + end)
+
+
+# --------------------------------------------------------------------------- continuous latents (topic critics)
+#
+# All three compute in float64 whatever the inputs' dtype (float32 parameters are
+# widened first) and return float64, like every other formula in this registry;
+# autograd flows through the widening.  The output's shape is the broadcast of
+# q.batch_shape and p.batch_shape -- q.batch_shape for the usual single prior.
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def _check_event_sizes(q: Distribution, p: Distribution) -> int:
+    kq, kp = q.event_shape[-1], p.event_shape[-1]
+    if kq != kp:
+        raise ValueError(
+            f"{type(q).__name__} posterior has event size {kq} but the {type(p).__name__} prior has "
+            f"event size {kp}: they must describe the same latent space"
+        )
+    return kq
+
+
+def _batch_shape(q: Distribution, p: Distribution) -> torch.Size:
+    try:
+        return torch.broadcast_shapes(q.batch_shape, p.batch_shape)
+    except RuntimeError:
+        raise ValueError(
+            f"posterior batch shape {tuple(q.batch_shape)} does not broadcast with prior batch shape "
+            f"{tuple(p.batch_shape)}"
+        ) from None
+
+
+def _solve_lower(L: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """``L^-1 X`` for lower-triangular ``L (*pb, K, K)`` and ``X (*xb, K, N)``, batch dims broadcast.
+
+    With one unbatched ``L`` (one prior shared by every document) the batch of
+    right-hand sides is folded into columns: one triangular solve, no copies of ``L``.
+    """
+    if L.dim() == 2:
+        k, n = X.shape[-2], X.shape[-1]
+        batch = X.shape[:-2]
+        count = batch.numel()  # explicit: -1 is ambiguous for an empty batch
+        cols = X.reshape(count, k, n).permute(1, 0, 2).reshape(k, count * n)
+        out = torch.linalg.solve_triangular(L, cols, upper=False)
+        return out.reshape(k, count, n).permute(1, 0, 2).reshape(*batch, k, n)
+    return torch.linalg.solve_triangular(L, X, upper=False)
+
+
+def _scale_tril(d: MultivariateNormal) -> torch.Tensor:
+    # the factor before broadcasting to batch_shape (what torch's own KL uses): a prior
+    # shared by all documents stays (K, K) and is factorised once, at construction
+    return getattr(d, "_unbroadcasted_scale_tril", d.scale_tril).to(torch.float64)
+
+
+def _gaussian_terms(p: MultivariateNormal, loc_q: torch.Tensor):
+    """``(L_p, (1/2)(K log 2 pi + log|Sigma_p|), |L_p^-1 (m - mu)|^2)`` in float64."""
+    L = _scale_tril(p)
+    k = L.shape[-1]
+    diff = loc_q.to(torch.float64) - p.loc.to(torch.float64)
+    maha = _solve_lower(L, diff.unsqueeze(-1)).squeeze(-1).pow(2).sum(-1)
+    half_log_det = torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
+    return L, 0.5 * k * _LOG_2PI + half_log_det, maha
+
+
+@register_cross_entropy(Independent, MultivariateNormal)
+def diagonal_normal_mvn_cross_entropy(q: Independent, p: MultivariateNormal) -> torch.Tensor:
+    """Exact ``H(q, p)`` of a diagonal Gaussian under a full-covariance Gaussian (the CTM critic).
+
+    ``q = Independent(Normal(m, s), 1)``, ``p = MultivariateNormal(mu, Sigma)``, ``v = s^2``::
+
+        H = 1/2 [K log 2 pi + log|Sigma| + tr(Sigma^-1 diag v) + (m - mu)^T Sigma^-1 (m - mu)].
+
+    Uses ``p``'s Cholesky factor ``L``: ``log|Sigma| = 2 sum log L_kk``, the quadratic
+    form is ``|L^-1 (m - mu)|^2`` (a triangular solve), and ``tr(Sigma^-1 diag v) =
+    sum_k v_k [Sigma^-1]_kk`` with ``[Sigma^-1]_kk`` the squared column norms of
+    ``L^-1`` -- sums of non-negative terms, no explicit inverse of ``Sigma``, nothing
+    that cancels.  Raises :class:`NotImplementedError` for any other ``Independent``
+    (base not ``Normal``, or ``reinterpreted_batch_ndims != 1``), so that
+    :func:`cross_entropy` falls back; :class:`ValueError` for mismatched event sizes.
+    """
+    base = q.base_dist
+    if not isinstance(base, Normal) or q.reinterpreted_batch_ndims != 1:
+        raise NotImplementedError("only Independent(Normal(loc, scale), 1) has a closed form here")
+    _check_event_sizes(q, p)
+    shape = _batch_shape(q, p)
+    L, const, maha = _gaussian_terms(p, base.loc)
+    eye = torch.eye(L.shape[-1], dtype=torch.float64, device=L.device)
+    precision_diag = torch.linalg.solve_triangular(L, eye, upper=False).pow(2).sum(-2)  # diag(Sigma^-1)
+    trace = (precision_diag * base.scale.to(torch.float64).pow(2)).sum(-1)
+    return (const + 0.5 * (trace + maha)).expand(shape)
+
+
+@register_cross_entropy(MultivariateNormal, MultivariateNormal)
+def mvn_cross_entropy(q: MultivariateNormal, p: MultivariateNormal) -> torch.Tensor:
+    """Exact ``H(q, p)`` of two full-covariance Gaussians, directly from both Cholesky factors.
+
+    ``H = 1/2 [K log 2 pi + log|Sigma_p| + |L_p^-1 L_q|_F^2 + |L_p^-1 (m_q - m_p)|^2]``.
+    Unlike ``H(q) + KL(q||p)`` it never forms ``log|Sigma_q|`` (which the two terms add
+    and subtract), so a concentrated posterior loses no digits.
+    """
+    _check_event_sizes(q, p)
+    shape = _batch_shape(q, p)
+    L, const, maha = _gaussian_terms(p, q.loc)
+    trace = _solve_lower(L, _scale_tril(q)).pow(2).sum((-2, -1))
+    return (const + 0.5 * (trace + maha)).expand(shape)
+
+
+@register_cross_entropy(Dirichlet, Dirichlet)
+def dirichlet_cross_entropy(q: Dirichlet, p: Dirichlet) -> torch.Tensor:
+    """Exact ``H(Dir(g), Dir(a))`` (LDA code-mixing: gensim's gamma under the prior alpha).
+
+    ``H = -log Gamma(sum a) + sum_k log Gamma(a_k) - sum_k (a_k - 1)(psi(g_k) - psi(sum g))``,
+    from ``E_q log z_k = psi(g_k) - psi(sum g)``.  Unlike ``H(q) + KL(q||p)`` it never
+    forms ``log B(g)``, which for a long document's concentrated posterior is large
+    and would cancel between the two terms.
+    """
+    _check_event_sizes(q, p)
+    shape = _batch_shape(q, p)
+    g = q.concentration.to(torch.float64)
+    a = p.concentration.to(torch.float64)
+    log_beta = torch.lgamma(a).sum(-1) - torch.lgamma(a.sum(-1))
+    expected_log_z = torch.digamma(g) - torch.digamma(g.sum(-1, keepdim=True))
+    return (log_beta - ((a - 1.0) * expected_log_z).sum(-1)).expand(shape)
