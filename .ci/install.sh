@@ -8,11 +8,12 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 PIP="$PY -m pip install -q --disable-pip-version-check -c .ci/constraints.txt"
 
-# System packages: the two section corpora (man pages, kernel docs) and KenLM's build dependencies.
+# System packages: the two section corpora (man pages, kernel docs), the translated man pages of the
+# multilingual corpus (manpages-de/-es/-fr, 8.5 MB installed) and KenLM's build dependencies.
 need_apt=()
 [ -d /usr/share/man/man2 ] && ls /usr/share/man/man2 | grep -q . || need_apt+=(manpages manpages-dev)
 [ -d /usr/share/doc/linux-doc-6.1/Documentation ] || need_apt+=(linux-doc-6.1)
-for pkg in cmake build-essential libboost-program-options-dev libboost-system-dev libboost-thread-dev libboost-test-dev \
+for pkg in manpages-de manpages-es manpages-fr cmake build-essential libboost-program-options-dev libboost-system-dev libboost-thread-dev libboost-test-dev \
            zlib1g-dev libbz2-dev liblzma-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done

@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -150,7 +151,7 @@ def _read_source(path: Path) -> str:
     if path.suffix == ".gz":
         try:
             data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:  # not gzip, or truncated
+        except (OSError, EOFError, zlib.error) as exc:  # not gzip, truncated, or a corrupt deflate stream
             raise DocumentError(f"{path}: damaged gzip file ({type(exc).__name__}: {exc})") from None
     try:
         return data.decode("utf-8")
