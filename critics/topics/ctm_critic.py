@@ -1,0 +1,274 @@
+"""The correlated-topic-model critic ``ctm`` (paper sec. 6, app. F).
+
+Latent: a document's topic coefficients ``z in R^K`` (``K = num_topics``, 100 as in the paper);
+prior ``P_c(z) = N(mu, Sigma)`` with ``Sigma = L L^T``; words drawn from ``softmax(z) @ phi`` with
+topic assignments marginalised (:mod:`critics.topics.ctm`).  The posterior of a document is the
+variational ``q(z|x) = N(m, diag v)`` fitted with the globals frozen, and
+
+    T(x) = H(q, P_c) = 1/2 [K log 2pi + log|Sigma| + tr(Sigma^-1 diag v) + (m - mu)^T Sigma^-1 (m - mu)],
+
+exact through :func:`critic.latent.cross_entropy`.  With ``mean_only=True`` the posterior is a
+point mass at ``m`` and ``T(x) = -log N(m; mu, Sigma)``: what the authors scored (only the
+variational mean).
+
+``M(x) = 1`` per document: the paper reports the topic critic's Latent NLL only (table 9, fig. 6),
+with no per-step normalisation (a document has one latent, ``z``); so the set's Latent PPL is
+``exp(mean T(x))``, reported for uniformity and not comparable across ``K``.
+
+Vocabulary (app. F): lowercased word tokens (letters only; LaTeX commands such as ``\\xmath``
+removed first), English stop words (:data:`STOP_WORDS`) dropped, then word types that occur in
+more than ``max_doc_freq`` (50%) of the training documents dropped, and, optionally, those with
+fewer than ``min_count`` training tokens.  In new documents the tokens of deliberately dropped
+types (stop words, too frequent) are ignored; tokens of types never kept (unseen in training, or
+below ``min_count``) are counted per document in ``Projection.unknown`` and ignored.  A document
+with no in-vocabulary token is a failure with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any, Sequence
+
+import torch
+
+from critic.critic import Critic, Projection
+from critic.document import Document
+from critic.latent import PointMass
+from critic.registry import register_critic
+
+from .ctm import BagOfWords, CTMGlobals, fit_ctm, infer_local
+
+__all__ = ["CorrelatedTopicCritic", "STOP_WORDS", "tokenize"]
+
+STOP_WORDS = frozenset("""
+a about above across after afterwards again against all almost alone along already also although always am
+among amongst an and another any anyhow anyone anything anyway anywhere are around as at be became because
+become becomes becoming been before beforehand behind being below beside besides between beyond both but by
+can cannot could did do does doing done down due during each either else elsewhere enough etc even ever every
+everyone everything everywhere except few for former formerly from further had has have having he hence her
+here hereafter hereby herein hers herself him himself his how however i if in indeed into is it its itself
+just last latter latterly least less made many may me meanwhile might mine more moreover most mostly much must
+my myself namely neither never nevertheless next no nobody none noone nor not nothing now nowhere of off often
+on once one only onto or other others otherwise our ours ourselves out over own per perhaps please quite rather
+re really same seem seemed seeming seems several she should since so some somehow someone something sometime
+sometimes somewhere still such than that the their theirs them themselves then thence there thereafter thereby
+therefore therein thereupon these they this those though through throughout thru thus to together too toward
+towards under until up upon us very via was we well were what whatever when whence whenever where whereafter
+whereas whereby wherein whereupon wherever whether which while whither who whoever whole whom whose why will
+with within without would yet you your yours yourself yourselves s t d ll m o re ve y don doesn didn isn wasn
+aren weren won wouldn shouldn couldn hasn haven hadn
+""".split())
+"""English function words dropped before the vocabulary is built (a list written for this module)."""
+
+_LATEX = re.compile(r"\\[A-Za-z]+\*?")
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercased word tokens (runs of letters) of ``text``, LaTeX commands removed."""
+    return _WORD.findall(_LATEX.sub(" ", text).lower())
+
+
+@register_critic("ctm")
+class CorrelatedTopicCritic(Critic):
+    """Correlated topic model critic (see the module docstring).
+
+    Settings: ``num_topics`` (K); SVI fitting: ``steps``, ``train_batch_size``, ``lr``,
+    ``num_particles``, ``tol`` (relative change of the windowed ELBO), ``topic_concentration``
+    (a symmetric Dirichlet on each topic's word distribution, ``None``: none); inference for new
+    documents: ``infer_steps``, ``infer_batch_size``, ``infer_lr``, ``infer_samples``, ``infer_tol``;
+    ``seed``; ``mean_only`` (score the variational mean only, as the authors did); vocabulary:
+    ``max_doc_freq``, ``min_count``, ``stop_words``.
+
+    Fitted attributes: ``vocab_`` (word types, in id order), ``frequent_`` (types dropped for
+    occurring in more than ``max_doc_freq`` of the training documents), ``globals_``
+    (:class:`~critics.topics.ctm.CTMGlobals`), ``elbo_trace_`` (per-document ELBO per SVI step),
+    ``fit_steps_``, ``fit_converged_``, ``training_docs_``, ``training_skipped_`` (id -> why),
+    ``validation_elbo_per_token_`` (held-out ELBO per token, when ``validation`` was given).
+    """
+
+    batch_size = 4096  # documents per project(): inference runs them in infer_batch_size chunks
+
+    def __init__(self, *, num_topics: int = 100, steps: int = 3000, train_batch_size: int = 256, lr: float = 0.05,
+                 num_particles: int = 1, tol: float = 1e-5, topic_concentration: float | None = None,
+                 infer_steps: int = 300, infer_batch_size: int = 512, infer_lr: float = 0.05, infer_samples: int = 4,
+                 infer_tol: float = 1e-4, seed: int = 0, mean_only: bool = False, max_doc_freq: float = 0.5,
+                 min_count: int = 1, stop_words: bool = True):
+        self.num_topics = num_topics
+        self.steps = steps
+        self.train_batch_size = train_batch_size
+        self.lr = lr
+        self.num_particles = num_particles
+        self.tol = tol
+        self.topic_concentration = topic_concentration
+        self.infer_steps = infer_steps
+        self.infer_batch_size = infer_batch_size
+        self.infer_lr = infer_lr
+        self.infer_samples = infer_samples
+        self.infer_tol = infer_tol
+        self.seed = seed
+        self.mean_only = mean_only
+        self.max_doc_freq = max_doc_freq
+        self.min_count = min_count
+        self.stop_words = stop_words
+
+    def _check_params(self) -> None:
+        if not isinstance(self.num_topics, int) or self.num_topics < 2:
+            raise ValueError(f"num_topics must be an integer >= 2, got {self.num_topics!r}")
+        if not 0 < self.max_doc_freq <= 1:
+            raise ValueError(f"max_doc_freq must be in (0, 1], got {self.max_doc_freq!r}")
+        for name in ("steps", "train_batch_size", "infer_steps", "infer_batch_size", "infer_samples", "min_count",
+                     "num_particles"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+    # ------------------------------------------------------------------ vocabulary
+    def _tokens(self, doc: Document) -> list[str]:
+        tokens = tokenize(doc.text)
+        return [t for t in tokens if t not in STOP_WORDS] if self.stop_words else tokens
+
+    def _build_vocab(self, token_lists: list[list[str]]) -> None:
+        df = Counter(w for tokens in token_lists for w in set(tokens))
+        tf = Counter(w for tokens in token_lists for w in tokens)
+        limit = self.max_doc_freq * len(token_lists)
+        self.frequent_ = sorted(w for w, c in df.items() if c > limit)
+        kept = [w for w in df if df[w] <= limit and tf[w] >= self.min_count]
+        self.vocab_ = sorted(kept)
+        self._index = {w: i for i, w in enumerate(self.vocab_)}
+        self._ignored = set(self.frequent_)
+
+    def bag_of_words(self, docs: Sequence[Document]) -> tuple[BagOfWords, list[str], dict[str, str], dict[str, int]]:
+        """``(counts of the projectable documents, their ids, failures id -> why, unknown tokens per id)``."""
+        index, ignored = self._index, self._ignored
+        ids, rows, failures, unknown = [], [], {}, {}
+        for doc in docs:
+            tokens = self._tokens(doc)
+            known = [index[t] for t in tokens if t in index]
+            n_unknown = sum(1 for t in tokens if t not in index and t not in ignored)
+            if not known:
+                failures[doc.id] = (
+                    "no word tokens" if not tokens else
+                    f"none of its {len(tokens)} word tokens (after stop words) is in the vocabulary "
+                    f"({n_unknown} unknown, {len(tokens) - n_unknown} too frequent in training)")
+                continue
+            ids.append(doc.id)
+            rows.append(known)
+            unknown[doc.id] = n_unknown
+        return BagOfWords.from_ids(rows, len(self.vocab_)), ids, failures, unknown
+
+    # ------------------------------------------------------------------ fit / project / prior
+    def fit(self, docs: Sequence[Document], *, validation: Sequence[Document] | None = None
+            ) -> "CorrelatedTopicCritic":
+        """Build the vocabulary and fit the CTM by SVI on ``docs``; with ``validation``, also record the
+        held-out ELBO per token (``validation_elbo_per_token_``)."""
+        self._check_params()
+        self._build_vocab([self._tokens(d) for d in docs])
+        if not self.vocab_:
+            raise ValueError(f"no word type survives the vocabulary filters on {len(docs)} training documents")
+        bow, ids, failures, _ = self.bag_of_words(docs)
+        if not ids:
+            raise ValueError("no training document has an in-vocabulary word")
+        result = fit_ctm(bow, self.num_topics, steps=self.steps, batch_size=self.train_batch_size, lr=self.lr,
+                         num_particles=self.num_particles, tol=self.tol, seed=self.seed,
+                         topic_concentration=self.topic_concentration, device=self.device)
+        self.globals_ = result.globals
+        self.elbo_trace_ = list(result.elbo_trace)
+        self.fit_steps_ = int(result.steps)
+        self.fit_converged_ = bool(result.converged)
+        self.training_docs_ = len(ids)
+        self.training_skipped_ = dict(failures)
+        self.validation_elbo_per_token_ = None
+        if validation:
+            vbow, vids, _, _ = self.bag_of_words(validation)
+            if vids:
+                local = self._infer(vbow)
+                self.validation_elbo_per_token_ = float(local.elbo.sum() / float(vbow.num_tokens.sum()))
+        return self
+
+    def _infer(self, bow: BagOfWords):
+        return infer_local(self.globals_, bow, steps=self.infer_steps, lr=self.infer_lr, num_samples=self.infer_samples,
+                           batch_size=self.infer_batch_size, tol=self.infer_tol, seed=self.seed)
+
+    def project(self, docs: Sequence[Document]) -> Projection:
+        """Fit ``q(z|x) = N(m, diag v)`` to every document with an in-vocabulary word (globals frozen)."""
+        self._require_fitted()
+        bow, ids, failures, unknown = self.bag_of_words(docs)
+        k = self.num_topics
+        if not ids:
+            empty = torch.zeros(0, k, dtype=torch.float64)
+            return Projection(doc_ids=[], posterior=self._posterior(empty, empty + 1.0),
+                              latent_steps=torch.zeros(0, dtype=torch.float64), failures=failures,
+                              extras={"tokens": [], "top_topics": [], "inference_steps": [], "converged": []})
+        local = self._infer(bow)
+        m, v = local.m.to(torch.float64), local.v.to(torch.float64)
+        posterior = self._posterior(m, v)
+        weights = torch.softmax(m, -1).cpu()
+        top = torch.topk(weights, min(5, k), dim=-1)
+        return Projection(
+            doc_ids=ids,
+            posterior=posterior,
+            latent_steps=torch.ones(len(ids), dtype=torch.float64),
+            failures=failures,
+            extras={"tokens": [int(t) for t in bow.num_tokens],
+                    "top_topics": [[[int(i), round(float(w), 6)] for i, w in zip(ti, tw)]
+                                   for ti, tw in zip(top.indices.tolist(), top.values.tolist())],
+                    "inference_steps": local.steps.tolist(),
+                    "converged": local.converged.tolist()},
+            unknown=unknown,
+        )
+
+    def _posterior(self, m: torch.Tensor, v: torch.Tensor):
+        if self.mean_only:
+            return PointMass(m, event_dim=1)
+        return torch.distributions.Independent(torch.distributions.Normal(m, v.sqrt()), 1)
+
+    def prior(self) -> torch.distributions.MultivariateNormal:
+        self._require_fitted()
+        g = self.globals_
+        return torch.distributions.MultivariateNormal(g.mu.to(torch.float64), scale_tril=g.scale_tril.to(torch.float64))
+
+    # ------------------------------------------------------------------ helpers for plots and reports
+    def topic_words(self, n: int = 10) -> list[list[str]]:
+        """The ``n`` most probable words of every topic."""
+        self._require_fitted()
+        top = torch.topk(self.globals_.log_phi.cpu(), min(n, len(self.vocab_)), dim=-1).indices
+        return [[self.vocab_[i] for i in row] for row in top.tolist()]
+
+    # ------------------------------------------------------------------ state
+    def _get_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        state = {"vocab": self.vocab_, "frequent": self.frequent_, "fit_steps": self.fit_steps_,
+                 "fit_converged": self.fit_converged_, "training_docs": self.training_docs_,
+                 "training_skipped": self.training_skipped_,
+                 "validation_elbo_per_token": self.validation_elbo_per_token_}
+        g = self.globals_
+        tensors = {"mu": g.mu, "scale_tril": g.scale_tril, "log_phi": g.log_phi,
+                   "elbo_trace": torch.tensor(self.elbo_trace_, dtype=torch.float64)}
+        return state, tensors
+
+    def _set_state(self, state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+        self._check_params()
+        vocab = [str(w) for w in state["vocab"]]
+        k = self.num_topics
+        mu, tril, log_phi = tensors["mu"], tensors["scale_tril"], tensors["log_phi"]
+        if mu.shape != (k,) or tril.shape != (k, k) or log_phi.shape != (k, len(vocab)):
+            raise ValueError(f"tensor shapes {tuple(mu.shape)}, {tuple(tril.shape)}, {tuple(log_phi.shape)} do not "
+                             f"fit K={k} topics over {len(vocab)} word types")
+        if not bool((torch.diagonal(tril) > 0).all()):
+            raise ValueError("scale_tril has a non-positive diagonal")
+        self.vocab_ = vocab
+        self._index = {w: i for i, w in enumerate(vocab)}
+        self.frequent_ = [str(w) for w in state["frequent"]]
+        self._ignored = set(self.frequent_)
+        self.globals_ = CTMGlobals(mu, tril, log_phi).to(self.device)
+        self.elbo_trace_ = tensors["elbo_trace"].tolist()
+        self.fit_steps_ = int(state["fit_steps"])
+        self.fit_converged_ = bool(state["fit_converged"])
+        self.training_docs_ = int(state["training_docs"])
+        self.training_skipped_ = dict(state["training_skipped"])
+        value = state.get("validation_elbo_per_token")
+        self.validation_elbo_per_token_ = None if value is None else float(value)
+
+    def _move(self, device: torch.device) -> None:
+        self.globals_ = self.globals_.to(device)

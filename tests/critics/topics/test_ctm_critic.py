@@ -1,0 +1,168 @@
+"""The ``ctm`` critic: vocabulary (app. F), exact Latent NLL, mean-only scoring, persistence, failures, figures."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import multivariate_normal
+
+from critic.critic import Critic
+from critic.document import Document, Section
+from critic.registry import get_critic
+from critics.topics import ctm_plots
+from critics.topics.ctm import sample_documents
+from critics.topics.ctm_critic import STOP_WORDS, CorrelatedTopicCritic, tokenize
+from experiments.benchmarks.ctm_inference_speed import synthetic_globals
+
+K = 4
+SETTINGS = dict(num_topics=K, steps=150, train_batch_size=150, lr=0.1, infer_steps=100, seed=0)
+
+
+def word(i: int) -> str:
+    """A letters-only word type per id (never a stop word): 0 -> 'qbaa', 1 -> 'qbab', ..."""
+    i, out = i + 26 * 27, ""
+    while i:
+        out, i = chr(97 + i % 26) + out, i // 26
+    return "q" + out
+
+
+def documents(n: int, seed: int, prefix: str) -> list[Document]:
+    """Text from a known CTM over 400 word types, with stop words, one word in every document
+    ('omnipresent'), a LaTeX command, capitals and digits mixed in (the topics' most probable words
+    also occur in more than half of the documents)."""
+    mu, sigma, phi = synthetic_globals(K, 400, seed=0)
+    bow, _ = sample_documents(mu, sigma, phi, n, min_words=60, max_words=100, seed=seed)
+    dense = bow.to_dense().astype(int)
+    docs = []
+    for d in range(n):
+        tokens = [word(w) for w in np.repeat(np.arange(dense.shape[1]), dense[d])]
+        tokens = np.random.default_rng(seed * 100_000 + d).permutation(tokens).tolist()
+        tokens[0] = tokens[0].upper()
+        text = "The " + " ".join(tokens[:30]) + " and \\xmath of 2024 omnipresent. " + " ".join(tokens[30:])
+        docs.append(Document(id=f"{prefix}{d}", sections=(Section("Intro", text),)))
+    return docs
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return {"train": documents(300, 1, "tr"), "test": documents(60, 2, "te")}
+
+
+@pytest.fixture(scope="module")
+def critic(corpus):
+    torch.set_num_threads(1)
+    return CorrelatedTopicCritic(**SETTINGS).fit(corpus["train"], validation=corpus["test"][:20])
+
+
+def closed_form(m: np.ndarray, v: np.ndarray, mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """H(N(m, diag v), N(mu, Sigma)) = 1/2 [K log 2pi + log|Sigma| + tr(Sigma^-1 diag v) + (m-mu)^T Sigma^-1 (m-mu)]."""
+    inv = np.linalg.inv(sigma)
+    diff = m - mu
+    return 0.5 * (len(mu) * math.log(2 * math.pi) + np.linalg.slogdet(sigma)[1] + v @ np.diag(inv)
+                  + np.einsum("bi,ij,bj->b", diff, inv, diff))
+
+
+def test_vocabulary_follows_appendix_f(critic, corpus):
+    assert tokenize("The \\xmath{x} Qbab's 3rd cafe-au-lait") == ["the", "x", "qbab", "s", "rd", "cafe", "au", "lait"]
+    vocab = set(critic.vocab_)
+    assert critic.vocab_ == sorted(vocab)
+    assert not vocab & STOP_WORDS and "xmath" not in vocab and "intro" not in vocab  # titles are not text
+    df = {}
+    for d in corpus["train"]:
+        for t in set(tokenize(d.text)) - STOP_WORDS:
+            df[t] = df.get(t, 0) + 1
+    assert critic.frequent_ == sorted(t for t, c in df.items() if c > 150)  # > 50% of 300 training documents
+    assert "omnipresent" in critic.frequent_ and critic.vocab_ == sorted(t for t, c in df.items() if c <= 150)
+    assert critic.training_docs_ == 300 and critic.training_skipped_ == {}
+    assert critic.fit_steps_ == 150 and len(critic.elbo_trace_) == 150
+    assert critic.validation_elbo_per_token_ is not None and -10 < critic.validation_elbo_per_token_ < 0
+    assert get_critic("ctm") is CorrelatedTopicCritic
+
+
+def test_latent_nll_is_the_closed_form_cross_entropy(critic, corpus):
+    """(d) T(x) = H(q, p) exactly, against our own closed form from the projection's m, v."""
+    docs = corpus["test"]
+    projection = critic.project(docs)
+    q = projection.posterior
+    assert isinstance(q, torch.distributions.Independent) and isinstance(q.base_dist, torch.distributions.Normal)
+    assert projection.latent_steps.tolist() == [1.0] * len(docs)     # M(x) = 1: Latent NLL per document
+    scores = critic.score(docs)
+    assert scores.estimator == "exact" and scores.doc_ids == [d.id for d in docs]
+    mu = critic.globals_.mu.double().numpy()
+    sigma = critic.prior().covariance_matrix.numpy()
+    expected = closed_form(q.mean.numpy(), q.variance.numpy(), mu, sigma)
+    np.testing.assert_allclose(scores.latent_nll, expected, rtol=1e-9, atol=1e-9)
+    assert set(projection.extras) >= {"tokens", "top_topics"} and len(projection.extras["top_topics"][0]) == K
+    assert projection.extras["tokens"][0] == sum(t in critic.vocab_ for t in tokenize(docs[0].text))
+
+
+def test_mean_only_scores_the_variational_mean(critic, corpus):
+    """(d) mean_only: T(x) = -log N(m; mu, Sigma), as the authors scored it."""
+    point = CorrelatedTopicCritic(**{**SETTINGS, "mean_only": True})
+    point._set_state(*critic._get_state())
+    docs = corpus["test"]
+    q = critic.project(docs).posterior
+    scores = point.score(docs)
+    expected = -multivariate_normal(critic.globals_.mu.double().numpy(),
+                                    critic.prior().covariance_matrix.numpy()).logpdf(q.mean.numpy())
+    np.testing.assert_allclose(scores.latent_nll, expected, rtol=1e-9)
+    # the full posterior adds the expected spread: H(q, p) = -log p(m) + 1/2 tr(Sigma^-1 diag v) > -log p(m)
+    assert np.all(critic.score(docs).latent_nll > scores.latent_nll)
+
+
+def test_save_load_roundtrip(critic, corpus, tmp_path):
+    """(e) saved without pickle (tensors + JSON vocabulary), loaded by name, same scores."""
+    critic.save(tmp_path / "ctm")
+    loaded = Critic.load(tmp_path / "ctm")
+    assert isinstance(loaded, CorrelatedTopicCritic) and loaded.vocab_ == critic.vocab_
+    assert loaded.state_sha256() == critic.state_sha256()
+    a, b = critic.score(corpus["test"]), loaded.score(corpus["test"])
+    assert a.doc_ids == b.doc_ids and np.array_equal(a.latent_nll, b.latent_nll)
+    assert loaded.elbo_trace_ == critic.elbo_trace_ and loaded.to("cpu") is loaded
+
+
+def test_failures_and_unknown_words_are_counted(critic, corpus):
+    """(f) an empty document, a stop-words-only one and an all-unknown one fail with reasons; unknown
+    words in a projected document are counted and ignored."""
+    good = corpus["test"][0]
+    docs = [Document(id="empty", sections=(Section("x", "  42 !! "),)),
+            Document(id="stop", sections=(Section(None, "The and of it is"),)),
+            Document(id="oov", sections=(Section(None, "zzyzx blorp omnipresent blorp"),)),
+            good.replace_sections([Section(None, good.text + " zzyzx blorp blorp")], id="some"),
+            good]
+    scores = critic.score(docs)
+    assert scores.doc_ids == ["some", good.id]
+    assert scores.skipped["empty"] == "no word tokens" and scores.skipped["stop"] == "no word tokens"
+    assert "none of its 4 word tokens" in scores.skipped["oov"] and "3 unknown, 1 too frequent" in scores.skipped["oov"]
+    assert scores.unknown == {"some": 3}
+    np.testing.assert_allclose(scores.latent_nll[0], scores.latent_nll[1], rtol=1e-6)  # unknown words ignored
+
+
+def test_figures_and_tables(critic, corpus, tmp_path):
+    docs = corpus["test"]
+    _, m, v = ctm_plots.posterior_moments(critic, docs)
+    cov = ctm_plots.aggregated_covariance(critic, docs)
+    by_hand = np.cov(m, rowvar=False, bias=True) + np.diag(v.mean(0))
+    np.testing.assert_allclose(cov, by_hand, rtol=1e-10)
+    centred = ctm_plots.aggregated_covariance(critic, docs, centred=True)
+    np.testing.assert_allclose(centred.sum(0), 0, atol=1e-10)
+    point = CorrelatedTopicCritic(**{**SETTINGS, "mean_only": True})
+    point._set_state(*critic._get_state())
+    np.testing.assert_allclose(ctm_plots.aggregated_covariance(point, docs), np.cov(m, rowvar=False, bias=True),
+                               rtol=1e-10)
+    order = ctm_plots.clustered_order(cov)
+    assert sorted(order.tolist()) == list(range(K))
+    path = ctm_plots.covariance_heatmaps({"test": cov, "train": ctm_plots.aggregated_covariance(
+        critic, corpus["train"][:60])}, tmp_path / "fig6.png", latent_nll={"test": 5.0})
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    words = ctm_plots.top_words(critic, n=5)
+    assert len(words) == K and all(len(w) == 5 and set(w) <= set(critic.vocab_) for w in words)
+    rows = ctm_plots.outlier_topics(critic, docs, top=3, n_topics=2, n_words=4)
+    scores = critic.score(docs)
+    worst = [scores.doc_ids[i] for i in np.argsort(-scores.latent_nll)[:3]]
+    assert [r["id"] for r in rows] == worst
+    assert all(len(r["topics"]) == 2 and len(r["topics"][0]["words"]) == 4 for r in rows)
+    assert rows[0]["topics"][0]["weight"] >= rows[0]["topics"][1]["weight"]
