@@ -10,6 +10,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests use models that install offline; never reach a hub
 
 DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).parent.parent
 
 
 @pytest.fixture(scope="session")
@@ -44,3 +45,20 @@ def run_experiment(capsys):
         return printed, {s: "reused" if f"{prefix} {s}: up to date" in printed else "computed" for s in stages}
 
     return run
+
+
+@pytest.fixture(scope="session")
+def toy_preset():
+    """``toy_preset(study, out, replacements)``: ``experiments/<study>/cpu.toml`` with each ``old -> new`` of
+    ``replacements`` applied once, written to ``out`` (a path).  Every ``old`` must occur in the preset, so a
+    toy run exercises the preset's own keys and a renamed key fails loudly."""
+
+    def write(study: str, out: Path, replacements: dict[str, str]) -> Path:
+        text = (ROOT / "experiments" / study / "cpu.toml").read_text()
+        for old, new in replacements.items():
+            assert old in text, f"experiments/{study}/cpu.toml has no {old!r}"
+            text = text.replace(old, new, 1)
+        out.write_text(text)
+        return out
+
+    return write

@@ -13,14 +13,12 @@ import pytest
 from critic.critic import Critic
 from critic.document import read_jsonl
 
-ROOT = Path(__file__).resolve().parents[3]
 STAGES = ("data", "critic", "ar", "nar", "report")
 N_SOURCES = 15
 
 
-def write_config(path: Path) -> Path:
+def write_config(toy_preset, path: Path) -> Path:
     """The cpu preset with toy sizes (same keys, so the preset's schema is tested)."""
-    text = (ROOT / "experiments" / "codemixing" / "cpu.toml").read_text()
     replace = {
         "max_train_pairs = 40_000": "max_train_pairs = 600", "max_valid_pairs = 1_000": "max_valid_pairs = 40",
         "max_test_sources = 1_000": f"max_test_sources = {N_SOURCES}", "passes = 5": "passes = 2",
@@ -29,22 +27,18 @@ def write_config(path: Path) -> Path:
         "max_steps = 3000": "max_steps = 20", "eval_every = 500": "eval_every = 10",
         "n_bootstrap = 1000": "n_bootstrap = 50", "n_permutations = 2000": "n_permutations = 50",
     }
-    for old, new in replace.items():
-        assert old in text, old
-        text = text.replace(old, new, 1)
-    path.write_text(text)
-    return path
+    return toy_preset("codemixing", path, replace)
 
 
 @pytest.fixture(scope="module")
-def first(tmp_path_factory):
+def first(tmp_path_factory, toy_preset):
     from critic.cli import main
     from critic.corpora.gettext_pairs import find_catalogs
 
     if not all(find_catalogs(lang) for lang in ("de", "es", "fr")):
         pytest.skip("no de / es / fr gettext catalogs under /usr/share/locale")
     tmp = tmp_path_factory.mktemp("codemixing")
-    config = write_config(tmp / "job.toml")
+    config = write_config(toy_preset, tmp / "job.toml")
     out = tmp / "a"
     assert main(["run", str(config), "--out", str(out)]) == 0
     return config, out

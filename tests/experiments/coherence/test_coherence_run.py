@@ -14,14 +14,12 @@ from critic.cli import main
 from critic.critic import Critic
 from critic.document import read_jsonl
 
-ROOT = Path(__file__).resolve().parents[3]
 STAGES = ("data", "filtered", "critic", "tokenizer", "lm_w_title", "samples_w_title", "ppl_w_title",
           "lm_wo_title", "samples_wo_title", "ppl_wo_title", "report")
 
 
-def write_config(path: Path, manroot: Path, *, n: int = 6) -> Path:
+def write_config(toy_preset, path: Path, manroot: Path, *, n: int = 6) -> Path:
     """The cpu preset with the man-page fixture and toy sizes (same keys, so the preset's schema is tested)."""
-    text = (ROOT / "experiments" / "coherence" / "cpu.toml").read_text()
     replace = {
         'corpora = ["manpages", "linux-doc"]': 'corpora = ["manpages"]',
         'root = "/usr/share/man"': f'root = "{manroot}"\nvalid_fraction = 0.25\ntest_fraction = 0.25',
@@ -34,11 +32,7 @@ def write_config(path: Path, manroot: Path, *, n: int = 6) -> Path:
         "n = 100": f"n = {n}", "batch_size = 32": "batch_size = 4", "max_new_tokens = 1023": "max_new_tokens = 120",
         "n_bootstrap = 1000": "n_bootstrap = 50", "n_permutations = 2000": "n_permutations = 50",
     }
-    for old, new in replace.items():
-        assert old in text, old
-        text = text.replace(old, new, 1)
-    path.write_text(text)
-    return path
+    return toy_preset("coherence", path, replace)
 
 
 @pytest.fixture
@@ -48,9 +42,9 @@ def run(run_experiment):
 
 
 @pytest.fixture(scope="module")
-def first(tmp_path_factory, fixture_manpage_root):
+def first(tmp_path_factory, fixture_manpage_root, toy_preset):
     tmp = tmp_path_factory.mktemp("coherence")
-    config = write_config(tmp / "job.toml", fixture_manpage_root)
+    config = write_config(toy_preset, tmp / "job.toml", fixture_manpage_root)
     out = tmp / "a"
     assert main(["run", str(config), "--out", str(out)]) == 0
     return config, out
@@ -101,12 +95,12 @@ def test_data_latent_ppl_and_pdd_recomputed_from_the_saved_critic(first):
 
 
 def test_rerun_reuses_every_stage_and_a_sampling_change_redoes_only_what_follows(first, run, tmp_path,
-                                                                                 fixture_manpage_root):
+                                                                                 fixture_manpage_root, toy_preset):
     config, out = first
     printed, how = run(config, out)
     assert how == dict.fromkeys(STAGES, "reused")
     assert "## Table 2" in printed
-    changed = write_config(tmp_path / "job.toml", fixture_manpage_root, n=8)
+    changed = write_config(toy_preset, tmp_path / "job.toml", fixture_manpage_root, n=8)
     before = (out / "manpages" / "lm_w_title" / "best").stat().st_mtime_ns
     _, how = run(changed, out)
     redone = {s for s, h in how.items() if h == "computed"}

@@ -15,7 +15,6 @@ from critic.critic import Critic
 from critic.document import read_jsonl
 from critic.lm.sample import read_generations
 
-ROOT = Path(__file__).resolve().parents[3]
 STAGES = ("data", "tokenizer", "lm", "samples", "ppl", "resolved_train", "resolved_test", "resolved_lm",
           "critic_kenlm", "critic_authors", "report", "report_authors")
 N_SAMPLES = 12
@@ -36,9 +35,8 @@ def needs_resources():
         pytest.skip(str(exc))
 
 
-def write_config(path: Path) -> Path:
+def write_config(toy_preset, path: Path) -> Path:
     """The cpu preset with toy sizes (same keys, so the preset's schema is tested)."""
-    text = (ROOT / "experiments" / "coreference" / "cpu.toml").read_text()
     replace = {
         "film = false": "film = false\nmax_train_documents = 60\nmax_test_documents = 25", "threads = 2": "threads = 1",
         "vocab_size = 4096": "vocab_size = 400", "layers = 4": "layers = 1", "heads = 4": "heads = 2",
@@ -48,20 +46,16 @@ def write_config(path: Path) -> Path:
         "n = 200": f"n = {N_SAMPLES}", "batch_size = 32": "batch_size = 6", "max_new_tokens = 511": "max_new_tokens = 120",
         "n_bootstrap = 1000": "n_bootstrap = 50", "n_permutations = 2000": "n_permutations = 50",
     }
-    for old, new in replace.items():
-        assert old in text, old
-        text = text.replace(old, new, 1)
-    path.write_text(text)
-    return path
+    return toy_preset("coreference", path, replace)
 
 
 @pytest.fixture(scope="module")
-def first(tmp_path_factory):
+def first(tmp_path_factory, toy_preset):
     from critic.cli import main
 
     needs_resources()
     tmp = tmp_path_factory.mktemp("coreference")
-    config = write_config(tmp / "job.toml")
+    config = write_config(toy_preset, tmp / "job.toml")
     out = tmp / "a"
     assert main(["run", str(config), "--out", str(out)]) == 0
     return config, out
