@@ -44,6 +44,7 @@ from critic.registry import get_corpus, register_runner
 from critic.report import write_report
 from critic.stages import Stage
 from experiments.lm_stages import StageChain, read_splits
+from experiments.tables import cell
 
 from .translation import TranslationConfig
 
@@ -194,18 +195,14 @@ def table10(words: list[list[str]], languages: list[str | None]) -> str:
     return "\n".join(lines)
 
 
-def _cell(value, fmt: str = ".3f") -> str:
-    return "—" if value is None or (isinstance(value, float) and not math.isfinite(value)) else format(value, fmt)
-
-
 def summary_table(results: dict) -> str:
     """A row per set: n (skipped), Latent NLL [95% CI], Latent PPL, mixed share."""
     lines = ["| set | n (skipped) | Latent NLL ↓ [95% CI] | Latent PPL | mixed share |", "|---|---:|---|---:|---:|"]
     for s in [results["reference"], *results["candidates"].values()]:
         ci = s["latent_nll_ci"]
         ci_text = "—" if None in ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
-        lines.append(f"| {s['name']} | {s['n']} ({s['n_skipped']}) | {_cell(s['latent_nll'])} {ci_text} | "
-                     f"{_cell(s['latent_ppl'])} | {_cell(s.get('mixed_share'))} |")
+        lines.append(f"| {s['name']} | {s['n']} ({s['n_skipped']}) | {cell(s['latent_nll'], '.3f')} {ci_text} | "
+                     f"{cell(s['latent_ppl'], '.3g')} | {cell(s.get('mixed_share'), '.3f')} |")
     return "\n".join(lines)
 
 

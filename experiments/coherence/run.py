@@ -28,7 +28,6 @@ projected by the same classifier posterior, as in the paper.
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 
@@ -45,6 +44,7 @@ from critic.stages import Stage
 from critics.sections import DEFAULT_DELTA_GRID, DEFAULT_DROP_TITLES, CorpusFilter
 from experiments.lm_stages import (LM_TABLE, SAMPLE_TABLE, SPLITS, StageChain, finetune_stage, ppl_stage, read_splits,
                                    sample_stage, train_tokenizer_stage)
+from experiments.tables import cell
 
 __all__ = ["main", "SCHEMA", "FORMATS"]
 
@@ -288,10 +288,6 @@ def _study(corpus: str, config: dict, out: Path, seed: int, device: str) -> dict
     return json.loads((report.path / "results.json").read_text(encoding="utf-8"))
 
 
-def _cell(value, fmt: str = ".2f") -> str:
-    return "—" if value is None or (isinstance(value, float) and not math.isfinite(value)) else format(value, fmt)
-
-
 def table2(results: dict[str, dict]) -> str:
     """The paper's table 2 layout (plus MAUVE and PDD): a row per set, a column group per corpus."""
     names = {"data": "Data", "lm_w_title": "LM W/ Title", "lm_wo_title": "LM W/O Title"}
@@ -304,8 +300,8 @@ def table2(results: dict[str, dict]) -> str:
             s = res["reference"] if key == "data" else res["candidates"][key]
             ci = s["latent_ppl_ci"]
             ci_text = "—" if None in ci else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
-            row += (f" {_cell(s.get('word_ppl'))} | {_cell(s['latent_ppl'])} {ci_text} (n={s['n']}) |"
-                    f" {_cell(s.get('mauve'), '.3f')} | {_cell(s.get('pdd'), '.4f')} |")
+            row += (f" {cell(s.get('word_ppl'))} | {cell(s['latent_ppl'])} {ci_text} (n={s['n']}) |"
+                    f" {cell(s.get('mauve'), '.3f')} | {cell(s.get('pdd'), '.4f')} |")
         lines.append(row)
     return "\n".join(lines)
 

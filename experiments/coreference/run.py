@@ -45,6 +45,7 @@ from critic.report import write_report
 from critic.stages import Stage
 from experiments.lm_stages import (LM_TABLE, SAMPLE_TABLE, StageChain, finetune_stage, ppl_stage, read_splits,
                                    sample_stage, train_tokenizer_stage)
+from experiments.tables import cell
 
 __all__ = ["main", "SCHEMA", "table7"]
 
@@ -220,10 +221,6 @@ def _originals_latent_ppl(result, corruptions: list[str]) -> dict[str, float | N
     return out
 
 
-def _cell(value, fmt: str = ".2f") -> str:
-    return "—" if value is None or (isinstance(value, float) and not math.isfinite(value)) else format(value, fmt)
-
-
 def table7(results: dict[str, dict]) -> str:
     """Table 7 layout: a row per set; per prior, Latent PPL [95% CI] (n) and, for a corruption, the Latent PPL of
     the same documents uncorrupted; the LM's word PPL."""
@@ -238,9 +235,9 @@ def table7(results: dict[str, dict]) -> str:
             s = res["reference"] if name == "data" else res["candidates"][name]
             ci = s["latent_ppl_ci"]
             ci_text = "—" if None in ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
-            row += f" {_cell(s['latent_ppl'], '.3f')} {ci_text} ({s['n']}) | {_cell(s.get('originals_latent_ppl'), '.3f')} |"
+            row += f" {cell(s['latent_ppl'], '.3f')} {ci_text} ({s['n']}) | {cell(s.get('originals_latent_ppl'), '.3f')} |"
         s = first["reference"] if name == "data" else first["candidates"][name]
-        lines.append(row + f" {_cell(s.get('word_ppl'))} |")
+        lines.append(row + f" {cell(s.get('word_ppl'))} |")
     return "\n".join(lines)
 
 

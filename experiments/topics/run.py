@@ -1,0 +1,355 @@
+"""Runner of the topic-correlation study (paper sec. 6, app. F; table 9, fig. 6, table 14).
+
+``critic run experiments/topics/cpu.toml --out DIR`` does, in ``DIR/``:
+
+=====================  ============================================================
+``data/``              English Wikipedia lead summaries (``critic data build wiki-summaries``;
+                       every topic by default, or one), split 80/10/10 by the builder
+``baseline/``          the Linux man pages (``critic data build manpages``): the mismatched set,
+                       a corpus whose topics and their correlations differ (fig. 6, right)
+``tokenizer/``         (``[lm] model = "tiny"``) a BPE tokenizer trained on train
+``lm/``                an LM trained on the summaries' training split (``critic lm``)
+``samples/``           its ancestral samples (resumable)
+``ppl/``               its word perplexity on the test split (context only: the topic critic has
+                       ``M(x) = 1``, so no per-step claim is made from the critic)
+``critic/``            the CTM critic (``ctm``) fitted by SVI on the training split (the first
+                       ``max_train_documents``), its held-out ELBO per token on the validation split
+``report/``            ``criticize(critic, reference = test summaries, candidates = {lm, manpages})``
+                       with the exact ``T(x) = H(q, P_c)``: results.json, report.md, fig. 6
+                       (``fig6_covariance.png``, one PNG per set, the centred version), the
+                       aggregated-posterior covariances (``covariance_<set>.npy``), table 14
+                       (top outliers by ``T(x)`` with their top topics), the top words per topic
+``report_mean_only/``  the same criticism scoring only the variational mean, ``-log N(m; mu, Sigma)``
+                       (the authors' variant), with the same fitted critic (no refit)
+=====================  ============================================================
+
+and ``DIR/table9.md``: the Latent NLL [95% CI] (n) of each set under both scorings (table 9 layout),
+the difference to the data with its permutation p-value, and what was not scored.
+
+Every stage is keyed by the config it depends on (:mod:`critic.stages`) and resumes.  Nothing is
+dropped silently: unparseable generations, documents the critic cannot project (no in-vocabulary
+word) and man pages the builder excluded are counted in the logs, the reports and ``table9.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from critic.config import Key, Schema, check_config
+from critic.criticism import criticize
+from critic.document import Document, read_jsonl
+from critic.io import atomic_write_text
+from critic.registry import get_corpus, register_runner
+from critic.report import write_report
+from critic.stages import Stage
+from experiments.lm_stages import (LM_TABLE, SAMPLE_TABLE, StageChain, finetune_stage, ppl_stage, read_splits,
+                                   sample_stage, train_tokenizer_stage)
+from experiments.tables import cell
+
+__all__ = ["main", "SCHEMA", "table9", "SETS"]
+
+SETS = ("data", "lm", "manpages")
+"""Set names of the criticism: the test summaries (reference), the LM's samples, the man pages."""
+
+CRITIC_KEYS = ("num_topics", "steps", "train_batch_size", "lr", "min_count", "max_doc_freq", "infer_steps",
+               "infer_batch_size", "infer_samples")
+
+SCHEMA = Schema(
+    keys={"threads": Key(int, 2, min=1, help="torch threads")},
+    tables={
+        "data": {
+            "language": Key(str, "en", choices=("en",), help="summaries' language"),
+            "topic": Key(str, "", help='keep one topic of the summaries ("" keeps all 12)'),
+            "valid_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of documents in the validation split"),
+            "test_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of documents in the test split"),
+            "max_train_documents": Key(int, min=1, help="training documents the critic is fitted on (absent: all)"),
+            "max_test_documents": Key(int, min=1, help="test documents scored (absent: all)"),
+        },
+        "baseline": {
+            "root": Key(str, "/usr/share/man", help="man page root (Debian manpages + manpages-dev)"),
+            "max_documents": Key(int, min=1, help="man-page test documents scored (absent: all)"),
+        },
+        "lm": LM_TABLE,
+        "sample": SAMPLE_TABLE,
+        "critic": {
+            "num_topics": Key(int, 100, min=2, help="K, topics of the CTM (paper: 100)"),
+            "steps": Key(int, 3000, min=1, help="SVI steps of the fit (stops earlier when the ELBO settles)"),
+            "train_batch_size": Key(int, 256, min=1, help="documents per SVI step"),
+            "lr": Key(float, 0.05, gt=0, help="Adam learning rate of the fit"),
+            "min_count": Key(int, 1, min=1, help="word types with fewer training tokens are left out"),
+            "max_doc_freq": Key(float, 0.5, gt=0, max=1, help="app. F: types in more than this share of training "
+                                                              "documents are removed"),
+            "infer_steps": Key(int, 300, min=1, help="most steps of a new document's posterior fit"),
+            "infer_batch_size": Key(int, 512, min=1, help="documents whose posteriors are fitted together"),
+            "infer_samples": Key(int, 4, min=1, help="samples of the likelihood term in inference"),
+            "validate": Key(bool, True, help="record the held-out ELBO per token on the validation split"),
+        },
+        "criticism": {
+            "n_bootstrap": Key(int, 1000, min=1, help="bootstrap resamples of the CIs"),
+            "n_permutations": Key(int, 2000, min=1, help="permutations of the two-sample test"),
+            "top": Key(int, 10, min=1, help="outliers listed (table 14) per set"),
+            "n_words": Key(int, 10, min=1, help="top words listed per topic"),
+            "clamp": Key(float, 5.0, gt=0, help="fig. 6: covariances clamped to [-clamp, clamp] (app. F: 5)"),
+            "mean_only": Key(bool, True, help="also report the authors' mean-only scoring (same fitted critic)"),
+        },
+    },
+)
+
+
+def _log(msg: str) -> None:
+    print(f"[topics] {msg}", flush=True)
+
+
+def _build(stage: Stage, corpus: str, **kwargs) -> dict:
+    stage.begin()
+    report = get_corpus(corpus).build(stage.path, **kwargs)
+    stage.commit()
+    _log(f"built {corpus}: {report.counts}")
+    return report.counts
+
+
+def _fit(stage: Stage, train: list[Document], valid: list[Document] | None, settings: dict, seed: int,
+         device: str) -> None:
+    from critics.topics.ctm_critic import CorrelatedTopicCritic
+
+    stage.begin()
+    start = time.perf_counter()
+    critic = CorrelatedTopicCritic(**{k: settings[k] for k in CRITIC_KEYS}, seed=seed).to(device)
+    critic.fit(train, validation=valid)
+    seconds = time.perf_counter() - start
+    critic.save(stage.path / "critic")
+    info = {"fit_seconds": seconds, "training_docs": critic.training_docs_,
+            "training_skipped": len(critic.training_skipped_), "vocabulary": len(critic.vocab_),
+            "removed_frequent": critic.frequent_, "fit_steps": critic.fit_steps_,
+            "fit_converged": critic.fit_converged_, "validation_elbo_per_token": critic.validation_elbo_per_token_,
+            "final_elbo_per_document": float(np.mean(critic.elbo_trace_[-50:]))}
+    atomic_write_text(stage.path / "fit.json", json.dumps(info, indent=1) + "\n")
+    stage.commit()
+    elbo = info["validation_elbo_per_token"]
+    _log(f"critic: K={critic.num_topics}, {len(critic.vocab_)} word types ({len(critic.frequent_)} removed as too "
+         f"frequent), {critic.training_docs_} documents ({len(critic.training_skipped_)} skipped), "
+         f"{critic.fit_steps_} steps (converged: {critic.fit_converged_}) in {seconds:.0f} s; held-out ELBO/token "
+         + ("—" if elbo is None else f"{elbo:.3f}"))
+
+
+def _snippet(text: str, n: int = 240) -> str:
+    text = " ".join(text.split())
+    return (text[:n] + " …" if len(text) > n else text).replace("|", "\\|")
+
+
+def _outlier_tables(critic, result, sets: dict[str, list[Document]], top: int) -> tuple[list[str], dict]:
+    """Table 14: per set, the ``top`` documents with the highest ``T(x)`` with their three heaviest topics."""
+    from critics.topics.ctm_plots import outlier_topics
+
+    blocks, rows_by_set = [], {}
+    for name, docs in sets.items():
+        ranked = sorted(result.set(name).documents, key=lambda d: -d.latent_nll)[:top]
+        rows = outlier_topics(critic, docs, [d.id for d in ranked], n_topics=3, n_words=6)
+        by_id = {d.id: d for d in docs}
+        p = {d.id: d.outlier_p_value for d in ranked}
+        for r in rows:
+            r["outlier_p_value"] = p[r["id"]]
+            r["text"] = _snippet(by_id[r["id"]].text)
+        rows_by_set[name] = rows
+        lines = [f"### Table 14 (`{name}`): the {len(rows)} documents with the highest T(x)", "",
+                 "| document | T(x) | p | top topics (weight: words) | text |", "|---|---:|---:|---|---|"]
+        for r in rows:
+            topics = "<br>".join(f"{t['topic']} ({t['weight']:.2f}): {' '.join(t['words'])}" for t in r["topics"])
+            lines.append(f"| `{r['id']}` | {r['latent_nll']:.2f} | {r['outlier_p_value']:.4f} | {topics} | "
+                         f"{r['text']} |")
+        blocks += lines + [""]
+    return blocks, rows_by_set
+
+
+def _report(stage: Stage, critic_stage: Stage, sets: dict[str, list[Document]], config: dict, seed: int,
+            stages: list[Stage], extra: dict, device: str, *, mean_only: bool) -> dict:
+    from critic.critic import Critic
+    from critics.topics.ctm import centre
+    from critics.topics.ctm_plots import aggregated_covariance, clustered_order, covariance_heatmaps, top_words
+
+    stage.begin()
+    settings = config["criticism"]
+    critic = Critic.load(critic_stage.path / "critic", device=device)
+    critic.mean_only = mean_only  # a scoring setting: the fitted globals are the same
+    start = time.perf_counter()
+    result = criticize(critic, sets["data"], {k: v for k, v in sets.items() if k != "data"}, reference_name="data",
+                       n_bootstrap=settings["n_bootstrap"], n_permutations=settings["n_permutations"], seed=seed)
+    seconds = {"criticize": time.perf_counter() - start}
+    sections: list[str] = []
+    arrays: dict[str, np.ndarray] = {}
+    tables: dict = {}
+    if not mean_only:
+        start = time.perf_counter()
+        missing = {}
+        for name, docs in sets.items():
+            n = result.set(name).n
+            if n < 2:  # a covariance needs two documents: said in the report, never drawn from one
+                missing[name] = f"{n} projected document(s): no covariance"
+                if name == "data":
+                    raise ValueError(f"the reference set has {n} projected document(s): fig. 6 needs two")
+                continue
+            arrays[name] = aggregated_covariance(critic, docs)
+        seconds["covariances"] = time.perf_counter() - start
+        if missing:
+            sections += ["## Sets without a fig. 6 panel", "", *[f"- `{k}`: {v}" for k, v in missing.items()], ""]
+            tables["no_covariance"] = missing
+        words = top_words(critic, settings["n_words"])
+        blocks, tables["outliers"] = _outlier_tables(critic, result, sets, settings["top"])
+        order = clustered_order(arrays["data"])
+        tables.update(top_words=words, order=order.tolist())
+        sections += ["## Table 14: outliers by T(x)", "", *blocks,
+                     f"## Top {settings['n_words']} words per topic (fig. 6 order)", "",
+                     "| topic | words |", "|---:|---|", *[f"| {k} | {' '.join(words[k])} |" for k in order], ""]
+    run = {"config": config, "seed": seed, "scoring": "mean_only" if mean_only else "exact",
+           "stages": {s.name: s.key for s in stages}, "seconds": seconds, **extra}
+
+    def figures(directory: Path) -> dict[str, Path]:
+        if mean_only:
+            return {}
+        nll = {s.name: s.latent_nll for s in result.sets}
+        order = np.asarray(tables["order"])
+        out = {"fig6": covariance_heatmaps(arrays, directory / "fig6_covariance.png", reference="data",
+                                           clamp=settings["clamp"], order=order, latent_nll=nll),
+               "fig6_centred": covariance_heatmaps({k: centre(v, covariance=True) for k, v in arrays.items()},
+                                                   directory / "fig6_covariance_centred.png", reference="data",
+                                                   clamp=settings["clamp"], order=order, latent_nll=nll)}
+        for name, cov in arrays.items():
+            out[f"fig6_{name}"] = covariance_heatmaps({name: cov}, directory / f"fig6_{name}.png",
+                                                      clamp=settings["clamp"], order=order, latent_nll=nll)
+            np.save(directory / f"covariance_{name}.npy", cov)
+            out[f"covariance_{name}"] = directory / f"covariance_{name}.npy"
+        atomic_write_text(directory / "topics.json", json.dumps(tables, indent=1, ensure_ascii=False) + "\n")
+        out["topics"] = directory / "topics.json"
+        return out
+
+    write_report(result, stage.path, top=settings["top"], extra={"run": run}, sections=["\n".join(sections)],
+                 figures=figures)
+    stage.commit()
+    return json.loads((stage.path / "results.json").read_text(encoding="utf-8"))
+
+
+def _nll(s: dict) -> str:
+    ci = s["latent_nll_ci"]
+    ci_text = "—" if None in ci else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
+    return f"{cell(s['latent_nll'])} {ci_text}"
+
+
+def table9(results: dict[str, dict]) -> str:
+    """Table 9 layout: a row per set; per scoring, Latent NLL [95% CI], the difference to the data [95% CI]
+    and its permutation p-value; the documents scored and skipped."""
+    first = next(iter(results.values()))
+    names = ["data", *first["candidates"]]
+    head = "| set |" + "".join(f" Latent NLL ↓ ({k}) [95% CI] | − data ({k}) [95% CI], p |" for k in results) \
+        + " n scored | not projected |"
+    lines = [head, "|---|" + "---|---|" * len(results) + "---:|---:|"]
+    for name in names:
+        row = f"| {name} |"
+        for res in results.values():
+            s = res["reference"] if name == "data" else res["candidates"][name]
+            c = s.get("comparison")
+            if c is None:
+                diff = "—"
+            else:
+                lo, hi = c["difference_ci"]
+                diff = f"{cell(c['difference'], '+.2f')} [{cell(lo, '+.2f')}, {cell(hi, '+.2f')}], " \
+                       f"p = {cell(c['p_value'], '.4f')}"
+            row += f" {_nll(s)} | {diff} |"
+        s = first["reference"] if name == "data" else first["candidates"][name]
+        lines.append(row + f" {s['n']} | {s['n_skipped']} |")
+    return "\n".join(lines)
+
+
+@register_runner("topics", SCHEMA, "paper sec. 6: topic correlations of LM samples under a CTM, table 9, fig. 6")
+def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu") -> dict:
+    """Run the study's stages (resumed when unchanged); print the report and table 9."""
+    from critic.lm.sample import read_generations
+
+    config = check_config(config, SCHEMA, where="topics config", allowed=("runner",))
+    torch.set_num_threads(config["threads"])
+    out = Path(out)
+    start = time.perf_counter()
+    data_cfg, base_cfg, lm, critic_cfg = config["data"], config["baseline"], config["lm"], config["critic"]
+    chain = StageChain(_log)
+
+    data = Stage(out, "data", {k: data_cfg[k] for k in ("language", "topic", "valid_fraction", "test_fraction")})
+    baseline = Stage(out, "baseline", {"root": base_cfg["root"], "valid_fraction": data_cfg["valid_fraction"],
+                                       "test_fraction": data_cfg["test_fraction"]})
+    tokenizer = Stage(out, "tokenizer", {"vocab_size": lm["vocab_size"]}, upstream=[data]) \
+        if lm["model"] == "tiny" else None
+    lm_stage = Stage(out, "lm", {**lm, "with_titles": False, "seed": seed},
+                     upstream=[data] + ([tokenizer] if tokenizer else []))
+    samples = Stage(out, "samples", {**config["sample"], "seed": seed}, upstream=[lm_stage])
+    ppl = Stage(out, "ppl", {}, upstream=[lm_stage, data])
+    critic = Stage(out, "critic", {**critic_cfg, "max_train_documents": data_cfg.get("max_train_documents"),
+                                   "seed": seed}, upstream=[data])
+    report_key = {**config["criticism"], "max_test_documents": data_cfg.get("max_test_documents"),
+                  "max_baseline_documents": base_cfg.get("max_documents"), "seed": seed}
+    reports = {"exact": Stage(out, "report", report_key, upstream=[critic, data, baseline, samples, ppl])}
+    if config["criticism"]["mean_only"]:
+        reports["mean_only"] = Stage(out, "report_mean_only", report_key,
+                                     upstream=[critic, data, baseline, samples, ppl])
+    stages = [data, baseline, *([tokenizer] if tokenizer else []), lm_stage, samples, ppl, critic, *reports.values()]
+
+    if chain.needs(data):
+        _build(data, "wiki-summaries", language=data_cfg["language"], topic=data_cfg["topic"] or None,
+               valid_fraction=data_cfg["valid_fraction"], test_fraction=data_cfg["test_fraction"])
+    if chain.needs(baseline):
+        _build(baseline, "manpages", root=Path(base_cfg["root"]), valid_fraction=data_cfg["valid_fraction"],
+               test_fraction=data_cfg["test_fraction"])
+    splits = read_splits(data.path)
+    if tokenizer is not None and chain.needs(tokenizer):
+        train_tokenizer_stage(tokenizer, data, lm)
+    if chain.needs(lm_stage):
+        _log("training the LM")
+        finetune_stage(lm_stage, data, tokenizer, False, lm, seed, device)
+    if chain.needs(samples):
+        _log("sampling")
+        sample_stage(samples, lm_stage, config["sample"], seed, device)
+    if chain.needs(ppl):
+        ppl_stage(ppl, lm_stage, data, device)
+    if chain.needs(critic):
+        train = splits["train"][:data_cfg.get("max_train_documents")]
+        _log(f"fitting the CTM on {len(train)} training summaries")
+        _fit(critic, train, splits["valid"] if critic_cfg["validate"] else None, critic_cfg, seed, device)
+
+    generated, unparsed = read_generations(samples.path)
+    if unparsed:
+        _log(f"unparseable generations (counted, not scored): {dict(unparsed)}")
+    baseline_build = json.loads((baseline.path / "build.json").read_text(encoding="utf-8"))
+    sets = {"data": splits["test"][:data_cfg.get("max_test_documents")], "lm": generated,
+            "manpages": read_jsonl(baseline.path / "test.jsonl")[:base_cfg.get("max_documents")]}
+    word_ppl = json.loads((ppl.path / "ppl.json").read_text())["word_ppl"]
+    fit = json.loads((critic.path / "fit.json").read_text())
+    extra = {"unparsed_generations": dict(unparsed), "sampled": config["sample"]["n"], "lm_word_ppl": word_ppl,
+             "baseline_excluded": baseline_build.get("counts", {}).get("excluded"), "critic_fit": fit,
+             "set_sizes": {k: len(v) for k, v in sets.items()}}
+    results = {}
+    for scoring, stage in reports.items():
+        if chain.needs(stage):
+            _log(f"criticizing ({scoring}): {extra['set_sizes']}")
+            results[scoring] = _report(stage, critic, sets, config, seed, stages, extra, device,
+                                       mean_only=scoring == "mean_only")
+        else:
+            results[scoring] = json.loads((stage.path / "results.json").read_text(encoding="utf-8"))
+    table = table9(results)
+    notes = [f"- LM: {len(generated)} of {config['sample']['n']} samples parsed"
+             + (f" (unparseable: {dict(unparsed)})" if unparsed else "") + f"; word PPL on the test summaries "
+             f"{word_ppl:.2f} (the LM's, not the critic's: M(x) = 1)",
+             f"- CTM: K = {critic_cfg['num_topics']}, {fit['vocabulary']} word types, fitted on "
+             f"{fit['training_docs']} summaries ({fit['training_skipped']} without an in-vocabulary word) in "
+             f"{fit['fit_steps']} SVI steps, {fit['fit_seconds']:.0f} s"
+             + ("" if fit["validation_elbo_per_token"] is None
+                else f"; held-out ELBO per token {fit['validation_elbo_per_token']:.3f}"),
+             "- Latent NLL = mean T(x) per document (nats); `exact`: H(q, P_c); `mean_only`: −log P_c(m) "
+             "(the authors' scoring, same fitted critic)"]
+    text = "# Topic-correlation study (paper table 9 layout)\n\n" + table + "\n\n" + "\n".join(notes) + "\n"
+    atomic_write_text(out / "table9.md", text)
+    print((reports["exact"].path / "report.md").read_text(encoding="utf-8"))
+    print("\n## Table 9\n\n" + table + "\n\n" + "\n".join(notes))
+    _log(f"done in {time.perf_counter() - start:.0f} s")
+    return results

@@ -1,0 +1,151 @@
+"""``critic run experiments/topics/cpu.toml`` at toy scale on the real Wikipedia summaries and man pages: the
+sets of table 9, numbers recomputed from the saved stages, fig. 6's covariances, table9.md against
+results.json, and stages that resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from critic.critic import Critic
+from critic.document import read_jsonl
+from critic.lm.sample import read_generations
+
+STAGES = ("data", "baseline", "tokenizer", "lm", "samples", "ppl", "critic", "report", "report_mean_only")
+N_SAMPLES = 10
+N_TEST = 30
+N_MAN = 12
+
+
+def needs_resources():
+    from critic.corpora.wikisummaries import fetch_wheel
+    from critic.document import DocumentError
+
+    try:
+        fetch_wheel(install=False)
+    except DocumentError as exc:
+        pytest.skip(f"the wiki-summaries wheel is not cached (run .ci/install.sh): {exc}")
+    if not any(Path("/usr/share/man/man2").glob("*")):
+        pytest.skip("no man pages under /usr/share/man (apt-get install manpages manpages-dev)")
+
+
+def write_config(toy_preset, path: Path) -> Path:
+    """The cpu preset with toy sizes (same keys, so the preset's schema is tested)."""
+    replace = {
+        'topic = ""': f'topic = ""\nmax_train_documents = 150\nmax_test_documents = {N_TEST}',
+        'root = "/usr/share/man"': f'root = "/usr/share/man"\nmax_documents = {N_MAN}', "threads = 2": "threads = 1",
+        "vocab_size = 4096": "vocab_size = 400", "layers = 4": "layers = 1", "heads = 4": "heads = 2",
+        "dim = 256": "dim = 32", "context = 512": "context = 128", "batch_size = 8": "batch_size = 4",
+        "learning_rate = 1e-3": "learning_rate = 3e-3", "epochs = 20": "epochs = 1",
+        "max_tokens = 500_000": "max_tokens = 8000",
+        "n = 300": f"n = {N_SAMPLES}", "batch_size = 32": "batch_size = 10", "max_new_tokens = 511": "max_new_tokens = 160",
+        "steps = 1200": "steps = 20", "min_count = 5": "min_count = 2",
+        "infer_steps = 300": "infer_steps = 30", "num_topics = 50 ": "num_topics = 4 ",
+        "n_bootstrap = 1000": "n_bootstrap = 50", "n_permutations = 2000": "n_permutations = 50",
+        "top = 10": "top = 3", "n_words = 10": "n_words = 5",
+    }
+    return toy_preset("topics", path, replace)
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory, toy_preset):
+    from critic.cli import main
+
+    needs_resources()
+    tmp = tmp_path_factory.mktemp("topics")
+    config = write_config(toy_preset, tmp / "job.toml")
+    out = tmp / "a"
+    assert main(["run", str(config), "--out", str(out)]) == 0
+    return config, out
+
+
+def _sets(out: Path) -> dict:
+    generated, _ = read_generations(out / "samples")
+    return {"data": read_jsonl(out / "data" / "test.jsonl")[:N_TEST], "lm": generated,
+            "manpages": read_jsonl(out / "baseline" / "test.jsonl")[:N_MAN]}
+
+
+def test_sets_and_latent_nll_recomputed_from_the_saved_critic(first):
+    _, out = first
+    results = json.loads((out / "report" / "results.json").read_text())
+    assert results["reference"]["name"] == "data"
+    assert set(results["candidates"]) == {"lm", "manpages"}
+    assert results["critic"]["name"] == "ctm" and results["critic"]["params"]["num_topics"] == 4
+    sets = _sets(out)
+    critic = Critic.load(out / "critic" / "critic")
+    scores = critic.score(sets["data"])
+    assert results["reference"]["n"] == scores.n == N_TEST
+    assert results["reference"]["latent_nll"] == pytest.approx(float(np.mean(scores.latent_nll)), rel=1e-12)
+    man = critic.score(sets["manpages"])
+    assert results["candidates"]["manpages"]["latent_nll"] == pytest.approx(float(np.mean(man.latent_nll)),
+                                                                            rel=1e-12)
+    # every generation is scored, skipped with its reason, or counted as unparseable
+    generated, unparsed = read_generations(out / "samples")
+    lm = results["candidates"]["lm"]
+    assert len(generated) + sum(unparsed.values()) == N_SAMPLES
+    assert lm["n"] + lm["n_skipped"] == len(generated)
+    assert results["run"]["unparsed_generations"] == dict(unparsed)
+    assert results["candidates"]["manpages"]["n"] + results["candidates"]["manpages"]["n_skipped"] == N_MAN
+    # M(x) = 1: the Latent PPL is exp(mean T)
+    assert results["reference"]["latent_ppl"] == pytest.approx(np.exp(np.mean(scores.latent_nll)), rel=1e-9)
+
+
+def test_mean_only_scores_the_same_fitted_critic(first):
+    _, out = first
+    exact = json.loads((out / "report" / "results.json").read_text())
+    mean = json.loads((out / "report_mean_only" / "results.json").read_text())
+    assert mean["critic"]["params"]["mean_only"] is True and exact["critic"]["params"]["mean_only"] is False
+    critic = Critic.load(out / "critic" / "critic")
+    critic.mean_only = True
+    scores = critic.score(_sets(out)["data"])
+    assert mean["reference"]["latent_nll"] == pytest.approx(float(np.mean(scores.latent_nll)), rel=1e-12)
+    assert mean["reference"]["latent_nll"] != pytest.approx(exact["reference"]["latent_nll"], rel=1e-6)
+
+
+def test_covariance_figures(first):
+    from critics.topics.ctm_plots import aggregated_covariance
+
+    _, out = first
+    for name in ("fig6_covariance", "fig6_covariance_centred", "fig6_data", "fig6_lm", "fig6_manpages"):
+        assert (out / "report" / f"{name}.png").stat().st_size > 1000, name
+    critic = Critic.load(out / "critic" / "critic")
+    saved = np.load(out / "report" / "covariance_data.npy")
+    np.testing.assert_allclose(saved, aggregated_covariance(critic, _sets(out)["data"]), rtol=1e-10, atol=1e-12)
+    assert saved.shape == (4, 4)
+    topics = json.loads((out / "report" / "topics.json").read_text())
+    assert sorted(topics["order"]) == [0, 1, 2, 3] and len(topics["top_words"]) == 4
+    # table 14: the top outliers by T(x) of each set, highest first
+    rows = {json.loads(line)["id"]: json.loads(line) for line in (out / "report" / "documents.jsonl").read_text()
+            .splitlines() if json.loads(line)["set"] == "lm" and "latent_nll" in json.loads(line)}
+    listed = topics["outliers"]["lm"]
+    assert [r["id"] for r in listed] == sorted(rows, key=lambda i: -rows[i]["latent_nll"])[:len(listed)]
+    assert "Table 14" in (out / "report" / "report.md").read_text()
+
+
+def test_table9_matches_results(first):
+    _, out = first
+    table = (out / "table9.md").read_text()
+    exact = json.loads((out / "report" / "results.json").read_text())
+    mean = json.loads((out / "report_mean_only" / "results.json").read_text())
+    for name in ("data", "lm", "manpages"):
+        row = next(line for line in table.splitlines() if line.startswith(f"| {name} |"))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        for k, res in enumerate((exact, mean)):
+            s = res["reference"] if name == "data" else res["candidates"][name]
+            lo, hi = s["latent_nll_ci"]
+            assert cells[1 + 2 * k] == f"{s['latent_nll']:.2f} [{lo:.2f}, {hi:.2f}]", (name, k)
+            if name != "data":
+                c = s["comparison"]
+                assert cells[2 + 2 * k].startswith(f"{c['difference']:+.2f}")
+                assert cells[2 + 2 * k].endswith(f"p = {c['p_value']:.4f}")
+        s = exact["reference"] if name == "data" else exact["candidates"][name]
+        assert cells[-2:] == [str(s["n"]), str(s["n_skipped"])]
+
+
+def test_rerun_reuses_every_stage(first, run_experiment):
+    config, out = first
+    _, status = run_experiment(config, out, "[topics]", STAGES)
+    assert status == {s: "reused" for s in STAGES}
