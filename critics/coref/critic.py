@@ -38,7 +38,7 @@ from critic.latent import ValuePointMass
 from critic.registry import register_critic
 
 from .chains import Chain, build_chain
-from .resolvers import RESOLVERS, resolve
+from .resolvers import METADATA_KEY, RESOLVERS, resolve
 
 __all__ = ["CorefChainCritic", "SMOOTHINGS"]
 
@@ -85,8 +85,18 @@ class CorefChainCritic(Critic):
 
     # ------------------------------------------------------------------ chains
     def chains(self, docs: Sequence[Document]) -> tuple[dict[str, Chain], dict[str, str]]:
-        """``({doc id: chain}, {doc id: why not})`` through the critic's resolver."""
-        resolutions, failures = resolve(docs, resolver=self.resolver, neuralcoref=getattr(self, "_worker", None))
+        """``({doc id: chain}, {doc id: why not})`` through the critic's resolver.
+
+        One neuralcoref worker serves every batch of the critic (started when a document first needs it,
+        closed at exit), not one per :meth:`project` call."""
+        needs_worker = self.resolver == "neuralcoref" or (
+            self.resolver == "auto" and any(METADATA_KEY not in d.metadata and d.text.strip() for d in docs))
+        if needs_worker and getattr(self, "_worker", None) is None:
+            from .neuralcoref import NeuralcorefResolver
+
+            self._worker = NeuralcorefResolver()
+        resolutions, failures = resolve(docs, resolver=self.resolver,
+                                        neuralcoref=self._worker if needs_worker else None)
         return {i: build_chain(r) for i, r in resolutions.items()}, failures
 
     def fit_prior(self, chains: Sequence[Sequence[str]]):

@@ -70,3 +70,31 @@ def test_cli_resolve(worker, tmp_path, capsys):
     printed = json.loads(capsys.readouterr().out)
     assert printed["counts"] == {"resolved": 3, "failed: empty text": 1}
     assert [d.id for d in read_jsonl(tmp_path / "r" / "documents.jsonl")] == ["ann", "bob", "both"]
+
+
+def test_cli_resolve_bad_input_names_file_and_line_and_writes_nothing(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "sections": [{"title": null, "text": "Ann smiled."}]}\n{"id": 1\n')
+    assert main(["coref", "resolve", str(bad), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:2: invalid JSON" in err and "Traceback" not in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_critic_reuses_one_worker_across_batches(worker, monkeypatch):
+    """project() batches share the critic's worker: neuralcoref starts once per critic, not per batch."""
+    import critics.coref.neuralcoref as nc
+    from critics.coref.critic import CorefChainCritic
+
+    started = []
+
+    def counting(*args, **kwargs):
+        started.append(1)
+        return worker
+
+    monkeypatch.setattr(nc, "NeuralcorefResolver", counting)
+    critic = CorefChainCritic(smoothing="authors", resolver="neuralcoref")
+    critic.batch_size = 2
+    critic.fit(docs()[:3])
+    scores = critic.score(docs())
+    assert len(started) == 1 and scores.n == 3 and scores.skipped == {"empty": "empty text"}
