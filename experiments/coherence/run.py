@@ -42,8 +42,7 @@ from critic.registry import get_corpus, register_runner
 from critic.report import write_report
 from critic.stages import Stage
 from critics.sections import DEFAULT_DELTA_GRID, DEFAULT_DROP_TITLES, CorpusFilter
-from experiments.lm_stages import (LM_TABLE, SAMPLE_TABLE, SPLITS, StageChain, finetune_stage, ppl_stage, read_splits,
-                                   sample_stage, train_tokenizer_stage)
+from experiments.lm_stages import LM_TABLE, SAMPLE_TABLE, SPLITS, LmPipeline, StageChain, read_splits
 from experiments.tables import cell
 
 __all__ = ["main", "SCHEMA", "FORMATS"]
@@ -246,7 +245,7 @@ def _report(stage: Stage, corpus: str, filtered: Stage, critic_stage: Stage, sam
 
 
 def _study(corpus: str, config: dict, out: Path, seed: int, device: str) -> dict:
-    settings, lm = config[corpus], config["lm"]
+    settings = config[corpus]
     root = out / corpus
     chain = StageChain(lambda msg: _log(corpus, msg))
     data = Stage(root, "data", {"corpus": corpus, **{k: settings[k] for k in ("root", "valid_fraction",
@@ -254,17 +253,11 @@ def _study(corpus: str, config: dict, out: Path, seed: int, device: str) -> dict
     filtered = Stage(root, "filtered", {k: settings.get(k) for k in (*FILTER_KEYS, "max_train_documents")},
                      upstream=[data])
     critic_stage = Stage(root, "critic", config["critic"], upstream=[filtered])
-    tokenizer = (Stage(root, "tokenizer", {"vocab_size": lm["vocab_size"]}, upstream=[filtered])
-                 if lm["model"] == "tiny" else None)
-    lm_upstream = [filtered] + ([tokenizer] if tokenizer else [])
-    lms = {n: Stage(root, n, {**lm, "with_titles": w, "seed": seed}, upstream=lm_upstream) for n, w in FORMATS.items()}
-    samples = {n: Stage(root, f"samples_{n[3:]}", {**config["sample"], "seed": seed}, upstream=[lms[n]])
-               for n in FORMATS}
-    ppls = {n: Stage(root, f"ppl_{n[3:]}", {}, upstream=[lms[n], filtered]) for n in FORMATS}
+    pipeline = LmPipeline(root, filtered, config, seed, FORMATS)
+    samples, ppls = pipeline.samples, pipeline.ppls
     report = Stage(root, "report", {**config["criticism"], "seed": seed},
                    upstream=[critic_stage, *samples.values(), *ppls.values()])
-    stages = [data, filtered, critic_stage, *([tokenizer] if tokenizer else []), *lms.values(),
-              *samples.values(), *ppls.values(), report]
+    stages = [data, filtered, critic_stage, *pipeline.stages, report]
 
     if chain.needs(data):
         _build(data, corpus, settings)
@@ -272,17 +265,7 @@ def _study(corpus: str, config: dict, out: Path, seed: int, device: str) -> dict
         _filter(filtered, data, corpus, settings)
     if chain.needs(critic_stage):
         _fit_critic(critic_stage, filtered, corpus, config["critic"], device)
-    if tokenizer is not None and chain.needs(tokenizer):
-        train_tokenizer_stage(tokenizer, filtered, lm)
-    for name, with_titles in FORMATS.items():
-        if chain.needs(lms[name]):
-            _log(corpus, f"fine-tuning {name}")
-            finetune_stage(lms[name], filtered, tokenizer, with_titles, lm, seed, device)
-        if chain.needs(samples[name]):
-            _log(corpus, f"sampling {name}")
-            sample_stage(samples[name], lms[name], config["sample"], seed, device)
-        if chain.needs(ppls[name]):
-            ppl_stage(ppls[name], lms[name], filtered, device)
+    pipeline.run(chain, device)
     if chain.needs(report):
         return _report(report, corpus, filtered, critic_stage, samples, ppls, config, seed, device, stages)
     return json.loads((report.path / "results.json").read_text(encoding="utf-8"))

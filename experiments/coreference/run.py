@@ -43,8 +43,7 @@ from critic.io import atomic_write_text
 from critic.registry import get_corpus, register_runner
 from critic.report import write_report
 from critic.stages import Stage
-from experiments.lm_stages import (LM_TABLE, SAMPLE_TABLE, StageChain, finetune_stage, ppl_stage, read_splits,
-                                   sample_stage, train_tokenizer_stage)
+from experiments.lm_stages import LM_TABLE, SAMPLE_TABLE, LmPipeline, StageChain, read_splits
 from experiments.tables import cell
 
 __all__ = ["main", "SCHEMA", "table7"]
@@ -251,7 +250,7 @@ def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu") -> dict
     torch.set_num_threads(config["threads"])
     out = Path(out)
     start = time.perf_counter()
-    data_cfg, lm = config["data"], config["lm"]
+    data_cfg = config["data"]
     chain = StageChain(_log)
     worker_box: list = []
 
@@ -264,12 +263,8 @@ def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu") -> dict
 
     data = Stage(out, "data", {k: data_cfg[k] for k in ("language", "topic", "film", "valid_fraction",
                                                          "test_fraction")})
-    tokenizer = Stage(out, "tokenizer", {"vocab_size": lm["vocab_size"]}, upstream=[data]) \
-        if lm["model"] == "tiny" else None
-    lm_stage = Stage(out, "lm", {**lm, "with_titles": False, "seed": seed},
-                     upstream=[data] + ([tokenizer] if tokenizer else []))
-    samples = Stage(out, "samples", {**config["sample"], "seed": seed}, upstream=[lm_stage])
-    ppl = Stage(out, "ppl", {}, upstream=[lm_stage, data])
+    pipeline = LmPipeline(out, data, config, seed)
+    samples, ppl = pipeline.samples["lm"], pipeline.ppls["lm"]
     resolved = {"train": Stage(out, "resolved_train", {"n": data_cfg.get("max_train_documents")}, upstream=[data]),
                 "test": Stage(out, "resolved_test", {"n": data_cfg.get("max_test_documents")}, upstream=[data]),
                 "lm": Stage(out, "resolved_lm", {}, upstream=[samples])}
@@ -278,22 +273,13 @@ def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu") -> dict
     reports = {s: Stage(out, "report" if s == "kenlm" else f"report_{s}",
                         {**config["criticism"], **config["corruptions"], "seed": seed},
                         upstream=[critics[s], resolved["test"], resolved["lm"], ppl]) for s in SMOOTHINGS}
-    stages = [data, *([tokenizer] if tokenizer else []), lm_stage, samples, ppl, *resolved.values(),
+    stages = [data, *pipeline.stages, *resolved.values(),
               *critics.values(), *reports.values()]
     try:
         if chain.needs(data):
             _build(data, data_cfg)
         splits = read_splits(data.path)
-        if tokenizer is not None and chain.needs(tokenizer):
-            train_tokenizer_stage(tokenizer, data, lm)
-        if chain.needs(lm_stage):
-            _log("fine-tuning the LM")
-            finetune_stage(lm_stage, data, tokenizer, False, lm, seed, device)
-        if chain.needs(samples):
-            _log("sampling")
-            sample_stage(samples, lm_stage, config["sample"], seed, device)
-        if chain.needs(ppl):
-            ppl_stage(ppl, lm_stage, data, device)
+        pipeline.run(chain, device)
         generated, unparsed = read_generations(samples.path)
         if unparsed:
             _log(f"unparseable generations (counted, not scored): {dict(unparsed)}")

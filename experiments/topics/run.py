@@ -47,8 +47,7 @@ from critic.io import atomic_write_text
 from critic.registry import get_corpus, register_runner
 from critic.report import write_report
 from critic.stages import Stage
-from experiments.lm_stages import (LM_TABLE, SAMPLE_TABLE, StageChain, finetune_stage, ppl_stage, read_splits,
-                                   sample_stage, train_tokenizer_stage)
+from experiments.lm_stages import LM_TABLE, SAMPLE_TABLE, LmPipeline, StageChain, read_splits
 from experiments.tables import cell
 
 __all__ = ["main", "SCHEMA", "table9", "SETS"]
@@ -273,18 +272,14 @@ def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu") -> dict
     torch.set_num_threads(config["threads"])
     out = Path(out)
     start = time.perf_counter()
-    data_cfg, base_cfg, lm, critic_cfg = config["data"], config["baseline"], config["lm"], config["critic"]
+    data_cfg, base_cfg, critic_cfg = config["data"], config["baseline"], config["critic"]
     chain = StageChain(_log)
 
     data = Stage(out, "data", {k: data_cfg[k] for k in ("language", "topic", "valid_fraction", "test_fraction")})
     baseline = Stage(out, "baseline", {"root": base_cfg["root"], "valid_fraction": data_cfg["valid_fraction"],
                                        "test_fraction": data_cfg["test_fraction"]})
-    tokenizer = Stage(out, "tokenizer", {"vocab_size": lm["vocab_size"]}, upstream=[data]) \
-        if lm["model"] == "tiny" else None
-    lm_stage = Stage(out, "lm", {**lm, "with_titles": False, "seed": seed},
-                     upstream=[data] + ([tokenizer] if tokenizer else []))
-    samples = Stage(out, "samples", {**config["sample"], "seed": seed}, upstream=[lm_stage])
-    ppl = Stage(out, "ppl", {}, upstream=[lm_stage, data])
+    pipeline = LmPipeline(out, data, config, seed)
+    samples, ppl = pipeline.samples["lm"], pipeline.ppls["lm"]
     critic = Stage(out, "critic", {**critic_cfg, "max_train_documents": data_cfg.get("max_train_documents"),
                                    "seed": seed}, upstream=[data])
     report_key = {**config["criticism"], "max_test_documents": data_cfg.get("max_test_documents"),
@@ -293,7 +288,7 @@ def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu") -> dict
     if config["criticism"]["mean_only"]:
         reports["mean_only"] = Stage(out, "report_mean_only", report_key,
                                      upstream=[critic, data, baseline, samples, ppl])
-    stages = [data, baseline, *([tokenizer] if tokenizer else []), lm_stage, samples, ppl, critic, *reports.values()]
+    stages = [data, baseline, *pipeline.stages, critic, *reports.values()]
 
     if chain.needs(data):
         _build(data, "wiki-summaries", language=data_cfg["language"], topic=data_cfg["topic"] or None,
@@ -302,16 +297,7 @@ def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu") -> dict
         _build(baseline, "manpages", root=Path(base_cfg["root"]), valid_fraction=data_cfg["valid_fraction"],
                test_fraction=data_cfg["test_fraction"])
     splits = read_splits(data.path)
-    if tokenizer is not None and chain.needs(tokenizer):
-        train_tokenizer_stage(tokenizer, data, lm)
-    if chain.needs(lm_stage):
-        _log("training the LM")
-        finetune_stage(lm_stage, data, tokenizer, False, lm, seed, device)
-    if chain.needs(samples):
-        _log("sampling")
-        sample_stage(samples, lm_stage, config["sample"], seed, device)
-    if chain.needs(ppl):
-        ppl_stage(ppl, lm_stage, data, device)
+    pipeline.run(chain, device)
     if chain.needs(critic):
         train = splits["train"][:data_cfg.get("max_train_documents")]
         _log(f"fitting the CTM on {len(train)} training summaries")

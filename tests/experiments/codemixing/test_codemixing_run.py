@@ -31,17 +31,12 @@ def write_config(toy_preset, path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def first(tmp_path_factory, toy_preset):
-    from critic.cli import main
+def first(toy_job, toy_preset):
     from critic.corpora.gettext_pairs import find_catalogs
 
     if not all(find_catalogs(lang) for lang in ("de", "es", "fr")):
         pytest.skip("no de / es / fr gettext catalogs under /usr/share/locale")
-    tmp = tmp_path_factory.mktemp("codemixing")
-    config = write_config(toy_preset, tmp / "job.toml")
-    out = tmp / "a"
-    assert main(["run", str(config), "--out", str(out)]) == 0
-    return config, out
+    return toy_job("codemixing", lambda path: write_config(toy_preset, path))
 
 
 def test_sets_and_data_latent_nll_recomputed(first):

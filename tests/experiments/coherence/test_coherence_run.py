@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from critic.cli import main
 from critic.critic import Critic
 from critic.document import read_jsonl
 
@@ -42,12 +41,8 @@ def run(run_experiment):
 
 
 @pytest.fixture(scope="module")
-def first(tmp_path_factory, fixture_manpage_root, toy_preset):
-    tmp = tmp_path_factory.mktemp("coherence")
-    config = write_config(toy_preset, tmp / "job.toml", fixture_manpage_root)
-    out = tmp / "a"
-    assert main(["run", str(config), "--out", str(out)]) == 0
-    return config, out
+def first(toy_job, fixture_manpage_root, toy_preset):
+    return toy_job("coherence", lambda path: write_config(toy_preset, path, fixture_manpage_root))
 
 
 def test_results_have_the_three_sets_with_word_and_latent_ppl(first):

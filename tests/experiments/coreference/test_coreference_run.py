@@ -20,15 +20,9 @@ STAGES = ("data", "tokenizer", "lm", "samples", "ppl", "resolved_train", "resolv
 N_SAMPLES = 12
 
 
-def needs_resources():
-    from critic.corpora.wikisummaries import fetch_wheel
-    from critic.document import DocumentError
+def needs_neuralcoref():
     from critics.coref.neuralcoref import NeuralcorefNotInstalled, NeuralcorefResolver
 
-    try:
-        fetch_wheel(install=False)
-    except DocumentError as exc:
-        pytest.skip(f"the wiki-summaries wheel is not cached (run .ci/install.sh): {exc}")
     try:
         NeuralcorefResolver().close()
     except NeuralcorefNotInstalled as exc:
@@ -50,15 +44,9 @@ def write_config(toy_preset, path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def first(tmp_path_factory, toy_preset):
-    from critic.cli import main
-
-    needs_resources()
-    tmp = tmp_path_factory.mktemp("coreference")
-    config = write_config(toy_preset, tmp / "job.toml")
-    out = tmp / "a"
-    assert main(["run", str(config), "--out", str(out)]) == 0
-    return config, out
+def first(wiki_wheel, toy_job, toy_preset):
+    needs_neuralcoref()
+    return toy_job("coreference", lambda path: write_config(toy_preset, path))
 
 
 def test_sets_and_numbers_recomputed_from_the_stages(first):

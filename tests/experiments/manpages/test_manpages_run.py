@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from critic.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
 STAGES = ("data", "filtered", "critic", "report")
@@ -36,13 +35,9 @@ def run(run_experiment):
 
 
 @pytest.fixture(scope="module")
-def first(tmp_path_factory, fixture_manpage_root):
+def first(toy_job, fixture_manpage_root):
     """One uninterrupted run: (config, run directory)."""
-    tmp = tmp_path_factory.mktemp("manpages")
-    config = write_config(tmp / "job.toml", fixture_manpage_root)
-    out = tmp / "a"
-    assert main(["run", str(config), "--out", str(out)]) == 0
-    return config, out
+    return toy_job("manpages", lambda path: write_config(path, fixture_manpage_root))
 
 
 def test_run_prints_the_report_and_writes_it_to_report_dir(first, run):

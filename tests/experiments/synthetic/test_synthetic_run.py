@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from critic import stats
-from critics.hsmm.model import HSMMLM, TrainConfig
+from critics.hsmm.model import TrainConfig
 from critics.hsmm.ngrams import build_vocab
 from experiments.synthetic.generator import make_dataset
 from experiments.synthetic.run import data_config, main

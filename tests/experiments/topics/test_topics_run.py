@@ -20,14 +20,7 @@ N_TEST = 30
 N_MAN = 12
 
 
-def needs_resources():
-    from critic.corpora.wikisummaries import fetch_wheel
-    from critic.document import DocumentError
-
-    try:
-        fetch_wheel(install=False)
-    except DocumentError as exc:
-        pytest.skip(f"the wiki-summaries wheel is not cached (run .ci/install.sh): {exc}")
+def needs_man_pages():
     if not any(Path("/usr/share/man/man2").glob("*")):
         pytest.skip("no man pages under /usr/share/man (apt-get install manpages manpages-dev)")
 
@@ -51,15 +44,9 @@ def write_config(toy_preset, path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def first(tmp_path_factory, toy_preset):
-    from critic.cli import main
-
-    needs_resources()
-    tmp = tmp_path_factory.mktemp("topics")
-    config = write_config(toy_preset, tmp / "job.toml")
-    out = tmp / "a"
-    assert main(["run", str(config), "--out", str(out)]) == 0
-    return config, out
+def first(wiki_wheel, toy_job, toy_preset):
+    needs_man_pages()
+    return toy_job("topics", lambda path: write_config(toy_preset, path))
 
 
 def _sets(out: Path) -> dict:
