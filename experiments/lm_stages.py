@@ -15,6 +15,7 @@ from pathlib import Path
 from critic.config import Key
 from critic.document import Document, read_jsonl
 from critic.io import atomic_write_text
+from critic.lm.format import DocumentFormat
 from critic.stages import Stage
 
 __all__ = ["SPLITS", "LM_TABLE", "SAMPLE_TABLE", "StageChain", "LmPipeline", "read_splits",
@@ -34,6 +35,9 @@ LM_TABLE = {
     "epochs": Key(int, 20, min=1, help="passes over the training windows (app. E: 20)"),
     "max_tokens": Key(int, min=1, help="token budget: stop after this many training tokens"),
     "bf16": Key(bool, False, help="bf16 autocast in training"),
+    "end_of_document": Key(str, DocumentFormat(with_titles=False).end_of_document,
+                           help="the token that ends a document: by default a new special token; a pretrained "
+                                "model's own separator is already trained (SmolLM2, GPT-2: <|endoftext|>)"),
 }
 
 SAMPLE_TABLE = {
@@ -63,12 +67,15 @@ def read_splits(directory: Path) -> dict[str, list[Document]]:
     return {s: read_jsonl(directory / f"{s}.jsonl") for s in SPLITS}
 
 
+def _format(lm: dict, with_titles: bool) -> DocumentFormat:
+    return DocumentFormat(with_titles=with_titles, end_of_document=lm["end_of_document"])
+
+
 def train_tokenizer_stage(stage: Stage, filtered: Stage, lm: dict) -> None:
-    from critic.lm.format import DocumentFormat
     from critic.lm.model import train_tokenizer
 
     stage.begin()
-    fmt = DocumentFormat(with_titles=True)  # the titles' words too: one tokenizer for both formats
+    fmt = _format(lm, with_titles=True)  # the titles' words too: one tokenizer for both formats
     train = read_jsonl(filtered.path / "train.jsonl")
     tok = train_tokenizer((fmt.render(d) for d in train), vocab_size=lm["vocab_size"],
                           special_tokens=[fmt.section_marker, fmt.end_of_document])
@@ -79,11 +86,10 @@ def train_tokenizer_stage(stage: Stage, filtered: Stage, lm: dict) -> None:
 def finetune_stage(stage: Stage, filtered: Stage, tokenizer: Stage | None, with_titles: bool, lm: dict,
                    seed: int, device: str) -> None:
     from critic.lm.finetune import FinetuneConfig, finetune
-    from critic.lm.format import DocumentFormat
     from critic.lm.model import build_tiny_lm, prepare_for_format
 
     stage.begin()  # a checkpoint under the same key is kept: training resumes
-    fmt = DocumentFormat(with_titles=with_titles)
+    fmt = _format(lm, with_titles)
     splits = read_splits(filtered.path)
     if lm["model"] == "tiny":
         from transformers import PreTrainedTokenizerFast
@@ -139,7 +145,12 @@ class LmPipeline:
         self.data, self.config, self.seed = data, config, seed
         self.formats = {"lm": False} if formats is None else dict(formats)
         lm = config["lm"]
-        self.tokenizer = (Stage(root, "tokenizer", {"vocab_size": lm["vocab_size"]}, upstream=[data])
+        try:  # a bad [lm] end_of_document is refused before any stage runs
+            _format(lm, with_titles=True)
+        except ValueError as exc:
+            raise ValueError(f"[lm] end_of_document: {exc}") from None
+        self.tokenizer = (Stage(root, "tokenizer", {k: lm[k] for k in ("vocab_size", "end_of_document")},
+                                upstream=[data])
                           if lm["model"] == "tiny" else None)
         upstream = [data] + ([self.tokenizer] if self.tokenizer else [])
         self.lms = {n: Stage(root, n, {**lm, "with_titles": w, "seed": seed}, upstream=upstream)

@@ -55,7 +55,8 @@ def cmd_finetune(args) -> int:
     for k, v in _TINY_DEFAULTS.items():
         if tiny[k] is None:
             setattr(args, f"tiny_{k}", v)
-    fmt = DocumentFormat.named(args.format)
+    fmt = DocumentFormat.named(args.format, **({"end_of_document": args.end_of_document}
+                                                if args.end_of_document else {}))
     train, valid = read_jsonl(args.train), read_jsonl(args.valid)
     config = FinetuneConfig(batch_size=args.batch_size, learning_rate=args.lr, epochs=args.epochs,
                             max_tokens=args.max_tokens, context=args.context, eval_every=args.eval_every,
@@ -115,6 +116,10 @@ def add_commands(subparsers) -> None:
     p.add_argument("--valid", required=True, type=Path, help="validation documents (JSONL)")
     p.add_argument("--format", required=True, choices=["with-titles", "without-titles"],
                    help="with-titles: each section starts with its title line (the paper's W/ Title)")
+    p.add_argument("--end-of-document", default=None, metavar="TOKEN",
+                   help="the token that ends a document (default <|endofdoc|>, a new, untrained token); a "
+                        "pretrained model's own document separator is already trained: <|endoftext|> for "
+                        "SmolLM2 and GPT-2")
     p.add_argument("--out", required=True, type=Path, help="run folder (best/ is the model to sample from)")
     p.add_argument("--batch-size", type=_positive_int, default=8)
     p.add_argument("--lr", type=_positive_float, default=5e-5)

@@ -180,11 +180,12 @@ class DocumentFormat:
         return fmt
 
     @classmethod
-    def named(cls, name: str) -> "DocumentFormat":
-        """``"with-titles"`` or ``"without-titles"`` with the default tokens."""
+    def named(cls, name: str, **tokens: str) -> "DocumentFormat":
+        """``"with-titles"`` or ``"without-titles"``, with the default tokens unless ``tokens``
+        (``section_marker``, ``end_of_document``) says otherwise."""
         if name not in (WITH_TITLES, WITHOUT_TITLES):
             raise ValueError(f"format must be {WITH_TITLES!r} or {WITHOUT_TITLES!r}, got {name!r}")
-        return cls(with_titles=name == WITH_TITLES)
+        return cls(with_titles=name == WITH_TITLES, **tokens)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1) + "\n"

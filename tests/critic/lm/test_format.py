@@ -110,6 +110,8 @@ def test_dict_round_trip_and_bad_dicts():
     for fmt in (W, WO, DocumentFormat(True, "<sec>", "<eod>")):
         assert DocumentFormat.from_dict(fmt.to_dict()) == fmt
     assert W.to_dict()["format"] == "with-titles" and DocumentFormat.named("without-titles") == WO
+    assert DocumentFormat.named("with-titles", end_of_document="<|endoftext|>") == \
+        DocumentFormat(True, end_of_document="<|endoftext|>")
     with pytest.raises(ValueError, match="unknown key"):
         DocumentFormat.from_dict({"with_titles": True, "marker": "x"}, where="f.json")
     with pytest.raises(ValueError, match="f.json: 'format'"):

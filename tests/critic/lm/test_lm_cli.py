@@ -23,10 +23,13 @@ def splits(manpage_docs, tmp_path):
 def test_finetune_sample_ppl_end_to_end(splits, capsys):
     t = splits
     args = ["lm", "finetune", *TINY, "--train", str(t / "train.jsonl"), "--valid", str(t / "valid.jsonl"),
-            "--format", "without-titles", "--out", str(t / "run"), "--epochs", "1", "--lr", "1e-2", "--quiet"]
+            "--format", "without-titles", "--end-of-document", "<|doc|>", "--out", str(t / "run"), "--epochs", "1",
+            "--lr", "1e-2", "--quiet"]
     assert main(args) == 0
     first = capsys.readouterr().out
-    assert "best validation loss" in first and (t / "run" / "best" / "format.json").is_file()
+    assert "best validation loss" in first
+    fmt = json.loads((t / "run" / "best" / "format.json").read_text())
+    assert fmt["end_of_document"] == "<|doc|>" and fmt["section_marker"] == "<|section|>"
     assert main(args) == 0                                     # finished: the rerun does nothing
     assert capsys.readouterr().out == first
 
@@ -53,6 +56,8 @@ def test_finetune_sample_ppl_end_to_end(splits, capsys):
       "--format", "with-titles", "--out", "{t}/run"], "no/such/model: no such model folder"),
     (["lm", "finetune", *TINY, "--train", "{t}/bad.jsonl", "--valid", "{t}/valid.jsonl", "--format",
       "with-titles", "--out", "{t}/run"], "bad.jsonl:2: invalid JSON"),
+    (["lm", "finetune", *TINY, "--train", "{t}/train.jsonl", "--valid", "{t}/valid.jsonl", "--format",
+      "with-titles", "--end-of-document", "<|section|>", "--out", "{t}/run"], "must not contain one another"),
     (["lm", "sample", "--model", "{t}", "--n", "2", "--out", "{t}/s"], "no format.json"),
     (["lm", "sample", "--model", "{t}/nowhere", "--n", "2", "--out", "{t}/s"], "nowhere: no such model folder"),
     (["lm", "sample", "--model", "{t}", "--n", "2", "--out", "{t}/s", "--top-p", "2"], "top_p must be in (0, 1]"),

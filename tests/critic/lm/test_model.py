@@ -63,6 +63,20 @@ def test_prepare_adds_tokens_resizes_deterministically_and_is_idempotent(manpage
     assert len(tok) == 302 and torch.equal(model.get_input_embeddings().weight, before)
 
 
+def test_prepare_reuses_an_end_token_already_in_the_vocabulary(manpage_docs):
+    """A pretrained model's own document separator as the end token: its trained row is kept and only the
+    section marker is new."""
+    tok = train_tokenizer(_texts(manpage_docs[:5]), vocab_size=300, special_tokens=["<|endoftext|>"])
+    model = build_tiny_lm(tok, n_layer=1, n_head=2, n_embd=16, n_positions=16)
+    end = tok.convert_tokens_to_ids("<|endoftext|>")
+    trained = model.get_input_embeddings().weight.detach().clone()
+    prepare_for_format(model, tok, DocumentFormat(with_titles=True, end_of_document="<|endoftext|>"))
+    assert len(tok) == 301 and model.get_input_embeddings().weight.shape[0] == 301
+    assert torch.equal(model.get_input_embeddings().weight[:300], trained)
+    assert tok.pad_token == tok.eos_token == "<|endoftext|>"
+    assert tok("a<|section|>b<|endoftext|>", add_special_tokens=False)["input_ids"][1:4:2] == [300, end]
+
+
 def test_model_folder_round_trip(tiny_pair, tmp_path):
     model, tok = tiny_pair()
     prepare_for_format(model, tok, FMT)

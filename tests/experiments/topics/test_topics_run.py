@@ -30,13 +30,13 @@ def write_config(toy_preset, path: Path) -> Path:
     replace = {
         'topic = ""': f'topic = ""\nmax_train_documents = 150\nmax_test_documents = {N_TEST}',
         'root = "/usr/share/man"': f'root = "/usr/share/man"\nmax_documents = {N_MAN}', "threads = 2": "threads = 1",
-        "vocab_size = 4096": "vocab_size = 400", "layers = 4": "layers = 1", "heads = 4": "heads = 2",
-        "dim = 256": "dim = 32", "context = 512": "context = 128", "batch_size = 8": "batch_size = 4",
-        "learning_rate = 1e-3": "learning_rate = 3e-3", "epochs = 20": "epochs = 1",
-        "max_tokens = 500_000": "max_tokens = 8000",
-        "n = 300": f"n = {N_SAMPLES}", "batch_size = 32": "batch_size = 10", "max_new_tokens = 511": "max_new_tokens = 160",
-        "steps = 1200": "steps = 20", "min_count = 5": "min_count = 2",
-        "infer_steps = 300": "infer_steps = 30", "num_topics = 50 ": "num_topics = 4 ",
+        'model = "smollm2"': 'model = "tiny"\nvocab_size = 400\nlayers = 1\nheads = 2\ndim = 32',
+        "context = 512": "context = 128", "batch_size = 8": "batch_size = 4", "bf16 = true": "bf16 = false",
+        "learning_rate = 1e-4": "learning_rate = 3e-3", "epochs = 20": "epochs = 1",
+        "max_tokens = 160_000": "max_tokens = 8000",
+        "n = 300": f"n = {N_SAMPLES}", "batch_size = 32": "batch_size = 10",
+        "steps = 3000": "steps = 20", "min_count = 1 ": "min_count = 2 ",
+        "infer_steps = 300": "infer_steps = 30", "num_topics = 100 ": "num_topics = 4 ",
         "n_bootstrap = 1000": "n_bootstrap = 50", "n_permutations = 2000": "n_permutations = 50",
         "top = 10": "top = 3", "n_words = 10": "n_words = 5",
     }
@@ -76,6 +76,8 @@ def test_sets_and_latent_nll_recomputed_from_the_saved_critic(first):
     assert lm["n"] + lm["n_skipped"] == len(generated)
     assert results["run"]["unparsed_generations"] == dict(unparsed)
     assert results["candidates"]["manpages"]["n"] + results["candidates"]["manpages"]["n_skipped"] == N_MAN
+    # the preset's [lm] end_of_document ends the training documents and the generations
+    assert json.loads((out / "lm" / "best" / "format.json").read_text())["end_of_document"] == "<|endoftext|>"
     # M(x) = 1: the Latent PPL is exp(mean T)
     assert results["reference"]["latent_ppl"] == pytest.approx(np.exp(np.mean(scores.latent_nll)), rel=1e-9)
 
@@ -136,3 +138,14 @@ def test_rerun_reuses_every_stage(first, run_experiment):
     config, out = first
     _, status = run_experiment(config, out, "[topics]", STAGES)
     assert status == {s: "reused" for s in STAGES}
+
+
+def test_a_bad_end_of_document_is_refused_before_any_stage(toy_preset, tmp_path, capsys):
+    from critic.cli import main
+
+    config = toy_preset("topics", tmp_path / "job.toml",
+                        {'end_of_document = "<|endoftext|>"': 'end_of_document = "<|section|>"'})
+    assert main(["run", str(config), "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert "[lm] end_of_document" in err and "must not contain one another" in err
+    assert not (tmp_path / "a" / "data").exists()

@@ -1,0 +1,43 @@
+"""Every shipped study preset (``experiments/<study>/*.toml``) passes its runner's schema, so a typo in a
+preset that only a GPU or a long run would reach (``paper.toml``) fails here, naming the file and line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from critic import registry
+from critic.config import check_config, read_toml
+from critic.lm.format import DocumentFormat
+
+PRESETS = sorted((Path(__file__).resolve().parents[2] / "experiments").glob("*/*.toml"))
+
+
+def test_every_study_has_presets():
+    assert {p.parent.name for p in PRESETS} >= {"codemixing", "coherence", "coreference", "manpages", "synthetic",
+                                               "topics"}
+    assert {p.name for p in PRESETS if p.parent.name != "manpages"} >= {"cpu.toml", "paper.toml"}
+
+
+@pytest.mark.parametrize("path", PRESETS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_preset_passes_its_runners_schema(path):
+    data, text = read_toml(path)
+    runner = registry.get_runner(data["runner"])
+    config = check_config(data, runner.schema, where=str(path), text=text, allowed=("runner",))
+    if "lm" in config:  # the document format the LM stages will build
+        DocumentFormat(with_titles=True, end_of_document=config["lm"]["end_of_document"])
+
+
+def test_a_preset_typo_is_named_with_its_line(tmp_path):
+    from critic.config import ConfigError
+
+    topics = next(p for p in PRESETS if p.parent.name == "topics" and p.name == "paper.toml")
+    text = topics.read_text().replace("num_topics = 100", "num_topic = 100")
+    bad = tmp_path / "paper.toml"
+    bad.write_text(text)
+    data, text = read_toml(bad)
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if row.startswith("num_topic "))
+    with pytest.raises(ConfigError, match=rf"paper\.toml:{line}: .*num_topic"):
+        check_config(data, registry.get_runner(data["runner"]).schema, where=str(bad), text=text,
+                     allowed=("runner",))
