@@ -44,7 +44,7 @@ from critic.registry import get_corpus, register_runner
 from critic.report import write_report
 from critic.stages import Stage
 from experiments.lm_stages import StageChain, read_splits
-from experiments.tables import cell
+from experiments.tables import cell, interval
 
 from .translation import TranslationConfig
 
@@ -199,8 +199,7 @@ def summary_table(results: dict) -> str:
     """A row per set: n (skipped), Latent NLL [95% CI], Latent PPL, mixed share."""
     lines = ["| set | n (skipped) | Latent NLL ↓ [95% CI] | Latent PPL | mixed share |", "|---|---:|---|---:|---:|"]
     for s in [results["reference"], *results["candidates"].values()]:
-        ci = s["latent_nll_ci"]
-        ci_text = "—" if None in ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+        ci_text = interval(s["latent_nll_ci"], ".3f")
         lines.append(f"| {s['name']} | {s['n']} ({s['n_skipped']}) | {cell(s['latent_nll'], '.3f')} {ci_text} | "
                      f"{cell(s['latent_ppl'], '.3g')} | {cell(s.get('mixed_share'), '.3f')} |")
     return "\n".join(lines)

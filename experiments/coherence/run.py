@@ -43,7 +43,7 @@ from critic.report import write_report
 from critic.stages import Stage
 from critics.sections import DEFAULT_DELTA_GRID, DEFAULT_DROP_TITLES, CorpusFilter
 from experiments.lm_stages import LM_TABLE, SAMPLE_TABLE, SPLITS, LmPipeline, StageChain, read_splits
-from experiments.tables import cell
+from experiments.tables import cell, interval
 
 __all__ = ["main", "SCHEMA", "FORMATS"]
 
@@ -281,9 +281,8 @@ def table2(results: dict[str, dict]) -> str:
         row = f"| {label} |"
         for res in results.values():
             s = res["reference"] if key == "data" else res["candidates"][key]
-            ci = s["latent_ppl_ci"]
-            ci_text = "—" if None in ci else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
-            row += (f" {cell(s.get('word_ppl'))} | {cell(s['latent_ppl'])} {ci_text} (n={s['n']}) |"
+            row += (f" {cell(s.get('word_ppl'))} | {cell(s['latent_ppl'])} {interval(s['latent_ppl_ci'])} "
+                    f"(n={s['n']}) |"
                     f" {cell(s.get('mauve'), '.3f')} | {cell(s.get('pdd'), '.4f')} |")
         lines.append(row)
     return "\n".join(lines)

@@ -44,7 +44,7 @@ from critic.registry import get_corpus, register_runner
 from critic.report import write_report
 from critic.stages import Stage
 from experiments.lm_stages import LM_TABLE, SAMPLE_TABLE, LmPipeline, StageChain, read_splits
-from experiments.tables import cell
+from experiments.tables import cell, interval
 
 __all__ = ["main", "SCHEMA", "table7"]
 
@@ -232,8 +232,7 @@ def table7(results: dict[str, dict]) -> str:
         row = f"| {name} |"
         for res in results.values():
             s = res["reference"] if name == "data" else res["candidates"][name]
-            ci = s["latent_ppl_ci"]
-            ci_text = "—" if None in ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+            ci_text = interval(s["latent_ppl_ci"], ".3f")
             row += f" {cell(s['latent_ppl'], '.3f')} {ci_text} ({s['n']}) | {cell(s.get('originals_latent_ppl'), '.3f')} |"
         s = first["reference"] if name == "data" else first["candidates"][name]
         lines.append(row + f" {cell(s.get('word_ppl'))} |")

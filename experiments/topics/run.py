@@ -48,7 +48,7 @@ from critic.registry import get_corpus, register_runner
 from critic.report import write_report
 from critic.stages import Stage
 from experiments.lm_stages import LM_TABLE, SAMPLE_TABLE, LmPipeline, StageChain, read_splits
-from experiments.tables import cell
+from experiments.tables import cell, interval
 
 __all__ = ["main", "SCHEMA", "table9", "SETS"]
 
@@ -233,9 +233,7 @@ def _report(stage: Stage, critic_stage: Stage, sets: dict[str, list[Document]], 
 
 
 def _nll(s: dict) -> str:
-    ci = s["latent_nll_ci"]
-    ci_text = "—" if None in ci else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
-    return f"{cell(s['latent_nll'])} {ci_text}"
+    return f"{cell(s['latent_nll'])} {interval(s['latent_nll_ci'])}"
 
 
 def table9(results: dict[str, dict]) -> str:
