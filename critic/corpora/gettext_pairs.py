@@ -65,14 +65,13 @@ from __future__ import annotations
 import gettext
 import hashlib
 import re
-import shutil
 import struct
-import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 from ..document import Document, DocumentError, Section
+from .dpkg import dpkg_query, have_dpkg
 from .manpages import BuildReport
 from .manpages_l10n import SourcedReport, package_versions, parse_languages, write_splits_by
 
@@ -250,15 +249,15 @@ def find_catalogs(language: str, root: str | Path = LOCALE_ROOT, *, variants: bo
 
 
 def catalog_packages(paths: Iterable[Path]) -> dict[Path, str | None]:
-    """The Debian package owning each path (``dpkg -S``), ``None`` for a file no package owns."""
+    """The Debian package owning each path (``dpkg-query -S``), ``None`` for a file no package owns.
+    A package database that cannot be read is a :class:`~critic.corpora.dpkg.DpkgError`, not ``None``."""
     paths = list(paths)
     owners: dict[Path, str | None] = dict.fromkeys(paths)
-    if not paths or not shutil.which("dpkg"):
+    if not paths or not have_dpkg():
         return owners
     by_name = {str(p): p for p in paths}
     for start in range(0, len(paths), 200):
-        done = subprocess.run(["dpkg", "-S", *(str(p) for p in paths[start:start + 200])],
-                              capture_output=True, text=True)
+        done = dpkg_query("-S", *(str(p) for p in paths[start:start + 200]))
         for line in done.stdout.splitlines():
             packages, sep, name = line.rpartition(": ")
             if sep and name in by_name and not line.startswith("diversion by"):

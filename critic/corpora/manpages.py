@@ -25,6 +25,7 @@ from typing import Iterable, Sequence
 
 from ..document import Document, DocumentError, Section, write_jsonl
 from ..io import atomic_write_text
+from .dpkg import dpkg_query, have_dpkg
 from .ids import unique_ids
 
 __all__ = ["parse_roff", "find_manpage_files", "load_manpages", "split_of", "build_manpages", "write_splits",
@@ -128,12 +129,12 @@ def ensure_manpages_installed(root: Path = MAN_ROOT) -> None:
 def find_manpage_files(root: Path = MAN_ROOT) -> list[Path]:
     """Regular (non-link) page files of the two packages, sorted.
 
-    Uses ``dpkg -L`` when ``root`` is the system folder and dpkg knows the
+    Uses ``dpkg-query -L`` when ``root`` is the system folder and dpkg knows the
     packages; otherwise every regular file under ``root/man[1-8]``.
     """
     files: list[Path] = []
-    if root == MAN_ROOT and shutil.which("dpkg"):
-        out = subprocess.run(["dpkg", "-L", *PACKAGES], capture_output=True, text=True)
+    if root == MAN_ROOT and have_dpkg():
+        out = dpkg_query("-L", *PACKAGES)
         if out.returncode == 0:
             files = [Path(p) for p in out.stdout.split() if re.match(r"^/usr/share/man/man[1-8]/", p)]
     if not files:

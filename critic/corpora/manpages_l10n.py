@@ -41,8 +41,6 @@ version builds, with a warning and ``version_matches_pin: false``.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -51,6 +49,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..document import Document, DocumentError, write_jsonl
 from ..io import atomic_write_text
+from .dpkg import dpkg_query, have_dpkg
 from .ids import unique_ids
 from .manpages import MAN_ROOT, BuildReport, _page_name, _read_source, install_debian_packages, parse_roff, split_of
 
@@ -92,10 +91,9 @@ def package_versions(packages: Iterable[str]) -> dict[str, str | None]:
     """The installed version of each Debian package (``dpkg-query -W``); ``None`` when not installed."""
     packages = sorted(set(packages))
     versions: dict[str, str | None] = dict.fromkeys(packages)
-    if not packages or not shutil.which("dpkg-query"):
+    if not packages or not have_dpkg():
         return versions
-    done = subprocess.run(["dpkg-query", "-W", "-f", "${binary:Package}\t${Package}\t${Version}\t${db:Status-Abbrev}\n",
-                           *packages], capture_output=True, text=True)
+    done = dpkg_query("-W", "-f", "${binary:Package}\t${Package}\t${Version}\t${db:Status-Abbrev}\n", *packages)
     for line in done.stdout.splitlines():
         parts = line.split("\t")
         if len(parts) == 4 and parts[3].startswith("ii") and parts[2]:
@@ -106,9 +104,9 @@ def package_versions(packages: Iterable[str]) -> dict[str, str | None]:
 
 
 def _dpkg_files(package: str) -> list[str] | None:
-    if not shutil.which("dpkg"):
+    if not have_dpkg():
         return None
-    done = subprocess.run(["dpkg", "-L", package], capture_output=True, text=True)
+    done = dpkg_query("-L", package)
     return done.stdout.splitlines() if done.returncode == 0 else None
 
 

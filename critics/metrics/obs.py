@@ -17,6 +17,7 @@ import numpy as np
 __all__ = [
     "obs_v1_table",
     "obs_v2_path",
+    "obs_v2_select",
     "ordered_bertscore",
     "align_gold_order",
     "coherence_lambda",
@@ -63,12 +64,18 @@ def obs_v1_table(sim, n: int = 1) -> np.ndarray:
     return s
 
 
-def obs_v2_path(sim) -> tuple[np.ndarray, list[tuple[int, int]]]:
+def obs_v2_path(sim, tie_rtol: float = 1e-9) -> tuple[np.ndarray, list[tuple[int, int]]]:
     """DP of Ordered BERTScore-v2 (seed 001, eq. 3) and its chosen path.
 
     S[i][j] = max(S[i][j-1], S[i-1][j], S[i-1][j-1]) + C[i, j], a monotone path from (0, 0) to
-    (|g|-1, |p|-1) through the matrix (at most |g| + |p| - 1 cells).  Back-tracking prefers the
-    diagonal, then up, then left on ties.  Returns (table, path as (row, col) pairs in order).
+    (|g|-1, |p|-1) through the matrix (at most |g| + |p| - 1 cells).  Returns (table, path as
+    (row, col) pairs in order).
+
+    Ties: back-tracking prefers the diagonal, then up, then left among the predecessors whose table
+    value is within ``tie_rtol * max(1, |best|)`` of the best one, so matrices that agree up to float
+    rounding (another summation order, a batched encoder) take the same path.  Matrices that differ by
+    more (two BERTScore implementations agree to about 1e-5) may take different paths whose totals are
+    both optimal within that difference.
     """
     c = _matrix(sim)
     rows, cols = c.shape
@@ -98,9 +105,33 @@ def obs_v2_path(sim) -> tuple[np.ndarray, list[tuple[int, int]]]:
         if j > 0:
             moves.append((s[i, j - 1], (i, j - 1)))
         best = max(v for v, _ in moves)
-        i, j = next(cell for v, cell in moves if v == best)
+        floor = best - tie_rtol * max(1.0, abs(best))
+        i, j = next(cell for v, cell in moves if v >= floor)
         path.append((i, j))
     return s, path[::-1]
+
+
+def obs_v2_select(sim, path: Sequence[tuple[int, int]], n=1) -> dict:
+    """Ordered BERTScore-v2's selection on a given path (seed 001, eq. 3).
+
+    The path's cells are taken in decreasing similarity (earlier cells first on equal values) so that no
+    row and no column holds more than n chosen cells; score = sum of the chosen similarities /
+    (|p| + |g| - 1).  Returns ``{"score", "sum_v2", "path", "chosen"}``.
+    """
+    c = _matrix(sim)
+    g, p = c.shape
+    n_eff = _resolve_n(n, g, p)
+    path = [tuple(cell) for cell in path]
+    order = sorted(range(len(path)), key=lambda k: (-c[path[k]], k))
+    row_used, col_used, chosen = {}, {}, []
+    for k in order:
+        i, j = path[k]
+        if row_used.get(i, 0) < n_eff and col_used.get(j, 0) < n_eff:
+            chosen.append((i, j))
+            row_used[i] = row_used.get(i, 0) + 1
+            col_used[j] = col_used.get(j, 0) + 1
+    total = float(sum(c[cell] for cell in chosen))
+    return {"score": total / (p + g - 1), "sum_v2": total, "path": path, "chosen": chosen}
 
 
 def _harmonic(a: float, b: float) -> float:
@@ -130,19 +161,9 @@ def ordered_bertscore(sim, version: int = 1, n=1, return_details: bool = False):
         score = _harmonic(s_rec / g, s_prec / p)
         details = {"score": score, "s_rec": float(s_rec), "s_prec": float(s_prec)}
     elif version == 2:
-        n_eff = _resolve_n(n, g, p)
         _, path = obs_v2_path(c)
-        order = sorted(range(len(path)), key=lambda k: (-c[path[k]], k))
-        row_used, col_used, chosen = {}, {}, []
-        for k in order:
-            i, j = path[k]
-            if row_used.get(i, 0) < n_eff and col_used.get(j, 0) < n_eff:
-                chosen.append((i, j))
-                row_used[i] = row_used.get(i, 0) + 1
-                col_used[j] = col_used.get(j, 0) + 1
-        total = float(sum(c[cell] for cell in chosen))
-        score = total / (p + g - 1)
-        details = {"score": score, "sum_v2": total, "path": path, "chosen": chosen}
+        details = obs_v2_select(c, path, n)
+        score = details["score"]
     else:
         raise ValueError("version must be 1 or 2")
     return details if return_details else float(score)

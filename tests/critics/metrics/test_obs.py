@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from critics.metrics import align_gold_order, coherence_lambda, ordered_bertscore
-from critics.metrics.obs import obs_v1_table, obs_v2_path
+from critics.metrics.obs import obs_v1_table, obs_v2_path, obs_v2_select
 
 
 def hm(a, b):
@@ -64,6 +64,21 @@ def test_v2_selection_by_hand():
     assert ordered_bertscore(C23, version=2, n=math.inf) == pytest.approx(2.7 / 4)
     d = ordered_bertscore(C23, version=2, n=1, return_details=True)
     assert d["chosen"] == [(0, 0), (1, 1)]
+
+
+def test_v2_path_breaks_float_noise_ties_like_exact_ties():
+    flat = np.full((2, 2), 0.5)  # at (1, 1) up and left tie: up is preferred
+    assert obs_v2_path(flat)[1] == [(0, 0), (0, 1), (1, 1)]
+    for noise in (1e-13, -1e-13):  # rounding-size differences do not change the path ...
+        c = flat.copy()
+        c[1, 0] += noise
+        assert obs_v2_path(c)[1] == [(0, 0), (0, 1), (1, 1)]
+    c = flat.copy()
+    c[1, 0] += 1e-3  # ... a real difference does
+    assert obs_v2_path(c)[1] == [(0, 0), (1, 0), (1, 1)]
+    # n = 1 on that path: 0.501 at (1, 0) first, then (0, 0) reuses column 0 and (1, 1) row 1
+    picked = obs_v2_select(c, [(0, 0), (1, 0), (1, 1)], n=1)
+    assert picked["chosen"] == [(1, 0)] and picked["score"] == pytest.approx(0.501 / 3)
 
 
 def test_v2_counts_negative_similarities():
@@ -153,6 +168,15 @@ def test_batched_ordered_bertscore_equals_the_per_document_path():
     for g, p, got in zip(golds, preds, sim.matrices(list(zip(golds, preds)))):
         want = np.array([[float(scorer.score([c], [r], batch_size=1)[2][0]) for c in p] for r in g])
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
-        assert ordered_bertscore(got, 2, 2) == pytest.approx(ordered_bertscore(want, 2, 2), abs=1e-5)
+        # v2 on the two matrices (tie-aware): the DP optimum moves by at most the cells' difference, the
+        # path chosen on ours is optimal on the package's matrix within that (near-ties may pick another
+        # optimal path), and the package's matrix scored on that path gives our score
+        tol = 1e-5 * sum(got.shape)
+        table_got, path_got = obs_v2_path(got)
+        table_want, _ = obs_v2_path(want)
+        assert table_got[-1, -1] == pytest.approx(table_want[-1, -1], abs=tol)
+        assert sum(want[cell] for cell in path_got) >= table_want[-1, -1] - tol
+        want_on_path = obs_v2_select(want, path_got, 2)["score"]
+        assert ordered_bertscore(got, 2, 2) == pytest.approx(want_on_path, abs=1e-5)
     with pytest.raises(ValueError, match="2 predictions but 3 gold"):
         ordered_bertscore_texts(golds, preds[:2], similarity=sim)
