@@ -1,7 +1,7 @@
 """The ``critic`` command line.
 
 ``critic list``, ``critic fit``, ``critic score``, ``critic compare``,
-``critic outliers``, ``critic run CONFIG.toml``, ``critic data build CORPUS``,
+``critic report`` (several critics, one HTML report), ``critic outliers``, ``critic run CONFIG.toml``, ``critic data build CORPUS``,
 ``critic data convert FORMAT``, plus commands that plugins add
 (``add_commands(subparsers)`` in a module of the ``critic.plugins`` entry-point
 group).
@@ -31,7 +31,6 @@ from . import registry
 from .config import ConfigError, check_config, check_params, line_of, read_toml
 from .critic import Critic, resolve_device
 from .criticism import criticize
-from .document import read_jsonl
 from .io import atomic_open, check_replaceable
 from .report import outliers_table, write_report
 
@@ -72,6 +71,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must lie in (0, 1], got {value}")
+    return value
+
+
 def _named_file(text: str) -> tuple[str, Path]:
     name, sep, path = text.partition("=")
     if not sep or not name or not path:
@@ -84,12 +93,43 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda[:N]; never a silent fallback")
 
 
+def _input_options(p: argparse.ArgumentParser) -> None:
+    """The options of the one document reader (:mod:`critic.inputs`), for every command that reads documents."""
+    from .inputs import FORMATS
+
+    g = p.add_argument_group("input files", "how document files are read (every file this command reads)")
+    g.add_argument("--format", default="auto", choices=["auto", *FORMATS],
+                   help="input format (default: detected from each file); a --reference file's is always detected")
+    g.add_argument("--text-field", default="text", help="free-text JSONL / Parquet / datasets: the text field")
+    g.add_argument("--id-field", default="id", help="free-text formats: the id field (absent: ids are NAME:LINE)")
+    g.add_argument("--sections", default="none", metavar="none|markdown|separator:STRING",
+                   help="free text into sections: one untitled section (none, the default), markdown headings, or "
+                        "split on a separator such as separator:<|section|>")
+    g.add_argument("--separator", help="--format text: the string between generations in one text file")
+
+
+def _read(args, path: Path, name: str | None = None, *, detect: bool = False) -> tuple[list, dict]:
+    """Documents of ``path`` through the one reader, and what the reader did (printed when it skipped or
+    made up ids).  ``detect``: detect the format even when ``--format`` forces one (the reference set's,
+    which is usually the project's documents while the candidates are free text)."""
+    from .inputs import InputOptions, ReadReport, read_documents
+
+    options = InputOptions(format="auto" if detect else args.format, text_field=args.text_field,
+                           id_field=args.id_field, sections=args.sections, separator=args.separator)
+    report = ReadReport()
+    docs = read_documents(path, options, name=name, report=report)
+    if report.skipped or report.generated_ids:
+        print(f"critic: {report.summary()}", file=sys.stderr)
+    return docs, {"path": str(path), **report.to_dict()}
+
+
 # ------------------------------------------------------------------ commands
 def cmd_list(args) -> int:
-    print("Critics:")
+    print("Critics (critic fit NAME --help for settings):")
     for name, cls in registry.list_critics().items():
         doc = (cls.__doc__ or "").strip().splitlines()
         print(f"  {name:<18} {doc[0] if doc else ''}")
+        print(f"  {'':<18}   needs: {cls.needs}")
     print("Metrics:")
     for name, entry in registry.list_metrics().items():
         print(f"  {name:<18} {entry.description}")
@@ -116,8 +156,8 @@ def cmd_fit(args) -> int:
     cls = registry.get_critic(args.critic)
     params = _params(cls, args.params)
     check_replaceable(args.out, "critic.json", "a saved critic")
-    train = read_jsonl(args.train)
-    valid = read_jsonl(args.valid) if args.valid else None
+    train, _ = _read(args, args.train)
+    valid = _read(args, args.valid)[0] if args.valid else None
     cls(**params).to(args.device).fit(train, validation=valid).save(args.out)
     print(f"fitted {args.critic} on {len(train)} documents; saved to {args.out}")
     return 0
@@ -125,7 +165,7 @@ def cmd_fit(args) -> int:
 
 def cmd_score(args) -> int:
     critic = Critic.load(args.critic_dir, device=args.device)
-    scores = critic.score(read_jsonl(args.input), progress=True, seed=args.seed)
+    scores = critic.score(_read(args, args.input)[0], progress=True, seed=args.seed)
     stderr = scores.latent_nll_stderr
     rows = [{"id": doc_id, "latent_nll": float(t), "latent_steps": float(m), "latent_nll_per_step": float(t / m),
              "unknown": scores.unknown.get(doc_id, 0),
@@ -157,12 +197,12 @@ def _candidates(named: Sequence[tuple[str, Path]], reference_name: str) -> dict[
 def cmd_compare(args) -> int:
     named = _candidates(args.candidate, "reference")
     critic = Critic.load(args.critic_dir, device=args.device)
-    reference = read_jsonl(args.reference)
-    candidates = {name: read_jsonl(path) for name, path in named.items()}
+    reference, _ = _read(args, args.reference, "reference", detect=True)
+    candidates = {name: _read(args, path, name)[0] for name, path in named.items()}
     paths = {"reference": args.reference, **named}
     result = criticize(critic, reference, candidates, paths=paths, n_bootstrap=args.n_bootstrap, seed=args.seed,
                        progress=True)
-    written = write_report(result, args.out, top=args.top)
+    written = write_report(result, args.out, top=args.top, documents={"reference": reference, **candidates})
     print(result)
     print(f"\nwrote {', '.join(str(p) for p in written.values())}")
     return 0
@@ -170,10 +210,50 @@ def cmd_compare(args) -> int:
 
 def cmd_outliers(args) -> int:
     critic = Critic.load(args.critic_dir, device=args.device)
-    result = criticize(critic, read_jsonl(args.reference), {"input": read_jsonl(args.input)},
+    result = criticize(critic, _read(args, args.reference, "reference", detect=True)[0], {"input": _read(args, args.input)[0]},
                        paths={"reference": args.reference, "input": args.input},
                        n_bootstrap=args.n_bootstrap, seed=args.seed)
     print(outliers_table(result, top=args.top, name="input"))
+    return 0
+
+
+def _critic_dirs(named: Sequence[str]) -> dict[str, Path]:
+    """``--critic [LABEL=]DIR`` values as label -> folder; the label defaults to the folder's name."""
+    out: dict[str, Path] = {}
+    for text in named:
+        label, sep, path = text.partition("=")
+        label, path = (label, path) if sep else (Path(text).name, text)
+        if not label or not path:
+            raise ValueError(f"--critic {text!r}: expected DIR or LABEL=DIR")
+        if label in out:
+            raise ValueError(f"--critic {text}: the label {label!r} is already used for {out[label]}; "
+                             f"name them: --critic LABEL=DIR")
+        out[label] = Path(path)
+    return out
+
+
+def cmd_report(args) -> int:
+    from .panel import criticize_panel
+    from .report import write_panel_report
+
+    named = _candidates(args.candidate, "reference")
+    if not named:
+        raise ValueError("give at least one --candidate NAME=FILE (the generations to criticise)")
+    dirs = _critic_dirs(args.critic)
+    critics = {label: Critic.load(path, device=args.device) for label, path in dirs.items()}
+    check_replaceable(args.out, "results.json", "a report directory")
+    reads: dict[str, dict] = {}
+    reference, reads["reference"] = _read(args, args.reference, "reference", detect=True)
+    candidates = {}
+    for name, path in named.items():
+        candidates[name], reads[name] = _read(args, path, name)
+    panel = criticize_panel(critics, reference, candidates, reads=reads, level=args.flag_level, top=args.top,
+                            paths={"reference": args.reference, **named}, n_bootstrap=args.n_bootstrap,
+                            seed=args.seed, progress=True)
+    written = write_panel_report(panel, args.out, documents={"reference": reference, **candidates},
+                                 extra={"critic_dirs": {k: str(v) for k, v in dirs.items()}})
+    print(panel)
+    print(f"\n{len(panel.flagged())} flagged document(s); wrote {', '.join(str(p) for p in written.values())}")
     return 0
 
 
@@ -292,6 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--params", help='critic settings as JSON, e.g. \'{"delta": 0.1}\'')
     _common(p)
+    _input_options(p)
     p.set_defaults(func=cmd_fit)
 
     p = sub.add_parser("score", help="per-document T(x), M(x) as JSONL")
@@ -299,6 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", required=True, type=Path)
     p.add_argument("--out", type=Path, help="JSONL file (default: stdout)")
     _common(p)
+    _input_options(p)
     p.set_defaults(func=cmd_score)
 
     p = sub.add_parser("compare", help="criticise candidate sets against a reference set")
@@ -309,7 +391,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=_positive_int, default=10)
     p.add_argument("--n-bootstrap", type=_positive_int, default=1000)
     _common(p)
+    _input_options(p)
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("report", help="criticise generations with several critics: one report (HTML, JSON)")
+    p.add_argument("--critic", action="append", required=True, metavar="[LABEL=]DIR",
+                   help="a saved critic's folder, repeatable (label: the folder's name unless given)")
+    p.add_argument("--reference", required=True, type=Path, help="real documents to compare with")
+    p.add_argument("--candidate", action="append", type=_named_file, default=[], metavar="NAME=FILE",
+                   help="generations to criticise, repeatable")
+    p.add_argument("--out", required=True, type=Path, help="report folder (index.html, results.json, ...)")
+    p.add_argument("--top", type=_positive_int, default=20,
+                   help="flag at most this many documents per critic and set (default 20)")
+    p.add_argument("--flag-level", type=_probability, default=0.01,
+                   help="flag a document when its outlier p-value is at most this (default 0.01)")
+    p.add_argument("--n-bootstrap", type=_positive_int, default=1000)
+    _common(p)
+    _input_options(p)
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("outliers", help="flag the documents least likely in latent space")
     p.add_argument("critic_dir", type=Path)
@@ -318,6 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=_positive_int, default=10)
     p.add_argument("--n-bootstrap", type=_positive_int, default=200)
     _common(p)
+    _input_options(p)
     p.set_defaults(func=cmd_outliers)
 
     p = sub.add_parser("run", help="run an experiment from a TOML config (stages resume when unchanged)")

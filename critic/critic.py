@@ -165,12 +165,17 @@ class Critic:
 
     Class attributes a subclass may set: ``name`` (registry name, set by
     :func:`critic.registry.register_critic`), ``mc_samples`` (samples of the
-    Monte-Carlo fallback) and ``batch_size`` (documents per :meth:`project`).
+    Monte-Carlo fallback), ``batch_size`` (documents per :meth:`project`),
+    ``headline`` (the set statistic that fits the latent: ``"latent_ppl"`` for
+    discrete chains, ``"latent_nll"`` for continuous latents, where a PPL over
+    ``M(x) = 1`` means nothing) and ``needs`` (what input it needs, for users).
     """
 
     name: str = "critic"
     mc_samples: int = 1000
     batch_size: int = 256
+    headline: str = "latent_ppl"
+    needs: str = "documents"
 
     # -------------------------------------------------------------- to implement
     def fit(self, docs: Sequence[Document], *, validation: Sequence[Document] | None = None) -> "Critic":

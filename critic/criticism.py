@@ -9,8 +9,9 @@ sets (model samples, corruptions), compute for each set
   estimated by Monte Carlo, the standard error of that mean from the samples,
   ``sqrt(sum_x se(x)^2) / n``;
 - the Latent PPL ``exp(sum T / sum M)`` with a bootstrap CI;
-- for candidates, the comparison against the reference: difference of Latent
-  NLLs (candidate - reference) with a bootstrap CI and a permutation p-value;
+- for candidates, the comparison against the reference on the mean Latent NLL and on the set-level
+  Latent PPL: the difference (candidate - reference) with a bootstrap CI and a permutation p-value of
+  that same statistic (the PPL, a ratio of sums, is permuted and resampled by document);
 - counts of documents that could not be projected (with reasons) and of
   latent values mapped to the unknown state.
 
@@ -104,24 +105,33 @@ def summarize(
 
 
 def compare(reference: Scores, candidate: Scores, *, n_bootstrap: int, n_permutations: int,
-            level: float, seed: int) -> Comparison:
-    """Candidate minus reference Latent NLL: bootstrap CI and permutation p-value.
+            level: float, seed: int) -> tuple[Comparison, Comparison]:
+    """Candidate against reference on the per-document mean Latent NLL and on the set-level Latent PPL:
+    each a difference (candidate minus reference), a bootstrap CI of it (each set resampled on its own)
+    and a permutation p-value of the same statistic (the PPL's on its log, sum T / sum M).
 
     Undefined (``NaN``) unless both sets have at least two documents.
     """
     if reference.n < 2 or candidate.n < 2:
-        diff = (float(candidate.latent_nll.mean() - reference.latent_nll.mean())
-                if reference.n and candidate.n else float("nan"))
-        return Comparison(diff, _NAN_PAIR, float("nan"))
+        both = reference.n and candidate.n
+        diff = float(candidate.latent_nll.mean() - reference.latent_nll.mean()) if both else float("nan")
+        ppl_diff = (stats.latent_ppl(candidate.latent_nll, candidate.latent_steps)
+                    - stats.latent_ppl(reference.latent_nll, reference.latent_steps)) if both else float("nan")
+        return (Comparison(diff, _NAN_PAIR, float("nan")),
+                Comparison(ppl_diff, _NAN_PAIR, float("nan"), statistic="latent_ppl"))
     diff, p = stats.permutation_test(reference.latent_nll, candidate.latent_nll,
                                      n_permutations=n_permutations, seed=seed)
-    rng = np.random.default_rng(seed + 1)
-    ia = rng.integers(0, reference.n, size=(n_bootstrap, reference.n))
-    ib = rng.integers(0, candidate.n, size=(n_bootstrap, candidate.n))
-    boot = candidate.latent_nll[ib].mean(1) - reference.latent_nll[ia].mean(1)
-    alpha = (1 - level) / 2
-    lo, hi = np.quantile(boot, [alpha, 1 - alpha])
-    return Comparison(diff, (float(lo), float(hi)), p)
+    ci = stats.bootstrap_difference_ci(reference.latent_nll, candidate.latent_nll, n_resamples=n_bootstrap,
+                                       level=level, seed=seed + 1)
+    ref_rows = np.stack([reference.latent_nll, reference.latent_steps], axis=1)
+    cand_rows = np.stack([candidate.latent_nll, candidate.latent_steps], axis=1)
+    _, ppl_p = stats.permutation_test(ref_rows, cand_rows, statistic=stats.log_ppl_statistic,
+                                      n_permutations=n_permutations, seed=seed)
+    ppl_ci = stats.bootstrap_difference_ci(ref_rows, cand_rows, statistic=lambda r: np.exp(stats.log_ppl_statistic(r)),
+                                           n_resamples=n_bootstrap, level=level, seed=seed + 1)
+    ppl_diff = (stats.latent_ppl(candidate.latent_nll, candidate.latent_steps)
+                - stats.latent_ppl(reference.latent_nll, reference.latent_steps))
+    return (Comparison(diff, ci, p), Comparison(ppl_diff, ppl_ci, ppl_p, statistic="latent_ppl"))
 
 
 def _check_settings(n_bootstrap: int, n_permutations: int, level: float, min_documents: int) -> None:
@@ -171,8 +181,8 @@ def criticize(
     for name, docs in candidates.items():
         scores = critic.score(docs, progress=progress, seed=seed)
         result = summarize(name, scores, reference_per_step=ref_per_step, **kwargs)
-        result.comparison = compare(ref_scores, scores, n_bootstrap=n_bootstrap,
-                                    n_permutations=n_permutations, level=level, seed=seed)
+        result.comparison, result.ppl_comparison = compare(ref_scores, scores, n_bootstrap=n_bootstrap,
+                                                           n_permutations=n_permutations, level=level, seed=seed)
         results[name] = result
     paths = dict(paths or {})
     inputs = [{"name": name, "path": str(paths[name]) if name in paths else None,
@@ -184,5 +194,6 @@ def criticize(
         state_sha256 = critic.state_sha256()
     except NotImplementedError:  # a critic without save support has no state hash
         state_sha256 = None
-    about = {"name": critic.name, "params": critic.get_params(), "state_sha256": state_sha256}
+    about = {"name": critic.name, "params": critic.get_params(), "state_sha256": state_sha256,
+             "headline": critic.headline}
     return CriticismResult(critic=about, reference=ref_result, candidates=results, config=config, inputs=inputs)

@@ -14,7 +14,7 @@ import numpy as np
 from .io import atomic_open
 from .results import CriticismResult
 
-__all__ = ["new_figure", "save_figure", "latent_nll_histogram"]
+__all__ = ["new_figure", "save_figure", "svg_markup", "latent_nll_histogram", "latent_nll_histogram_figure"]
 
 
 def new_figure(figsize: tuple[float, float] = (7, 4), dpi: int = 120):
@@ -28,15 +28,34 @@ def new_figure(figsize: tuple[float, float] = (7, 4), dpi: int = 120):
 
 
 def save_figure(fig, path: str | Path) -> Path:
-    """Save ``fig`` as PNG at ``path``, atomically."""
+    """Save ``fig`` at ``path``, atomically: SVG for a ``.svg`` name, else PNG."""
     path = Path(path)
     with atomic_open(path, "wb") as fh:
-        fig.savefig(fh, format="png")
+        fig.savefig(fh, format="svg" if path.suffix == ".svg" else "png")
     return path
+
+
+def svg_markup(fig) -> str:
+    """``fig`` as an ``<svg>`` element to inline in HTML: no XML prolog, no DOCTYPE, glyphs as paths
+    (nothing to fetch), ids made deterministic."""
+    import io
+
+    from matplotlib import rc_context
+
+    buffer = io.StringIO()
+    with rc_context({"svg.fonttype": "path", "svg.hashsalt": "critic"}):
+        fig.savefig(buffer, format="svg")
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]
 
 
 def latent_nll_histogram(result: CriticismResult, path: str | Path, *, top: int = 10,
                          bins: int = 30) -> Path:
+    """:func:`latent_nll_histogram_figure` saved at ``path`` (PNG, or SVG for ``.svg``)."""
+    return save_figure(latent_nll_histogram_figure(result, top=top, bins=bins), path)
+
+
+def latent_nll_histogram_figure(result: CriticismResult, *, top: int = 10, bins: int = 30):
     """Histogram of ``T(x)/M(x)`` per set (reference filled, candidates outlined),
     with the ``top`` flagged outliers marked on the axis."""
     per_set = {s.name: np.array([d.latent_nll_per_step for d in s.documents]) for s in result.sets}
@@ -58,4 +77,4 @@ def latent_nll_histogram(result: CriticismResult, path: str | Path, *, top: int 
     ax.set_title(f"Posterior predictive check: {result.critic_name}")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    return save_figure(fig, path)
+    return fig

@@ -16,16 +16,20 @@ import platform
 import subprocess
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
+from .document import Document
+from .html import DocumentView
 from .io import atomic_directory, atomic_open, atomic_write_text, check_replaceable
+from .panel import PanelResult
 from .results import CriticismResult, json_ready, markdown_table, outliers_table
 
-__all__ = ["environment", "write_results_json", "write_documents_jsonl", "write_report", "REPORT_FILES"]
+__all__ = ["environment", "write_results_json", "write_documents_jsonl", "write_report", "write_panel_report",
+           "REPORT_FILES"]
 
 _PACKAGES = ("critic", "numpy", "scipy", "torch", "torch-struct", "pyro-ppl", "gensim", "kenlm", "transformers")
 
-REPORT_FILES = ("results.json", "documents.jsonl", "report.md")
+REPORT_FILES = ("results.json", "documents.jsonl", "report.md", "index.html")
 """Files every report directory has (a directory with ``results.json`` is a report)."""
 
 
@@ -58,26 +62,64 @@ def write_results_json(result: CriticismResult, path: str | Path, *, extra: dict
     return atomic_write_text(path, json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
 
 
-def write_documents_jsonl(result: CriticismResult, path: str | Path) -> Path:
-    """One line per document: set, id, T(x), M(x), T/M, outlier p-value, unknowns; or why it was skipped."""
+def _document_rows(result: CriticismResult, critic: str | None = None):
+    """``documents.jsonl`` rows of one result (each led by ``critic`` when given)."""
+    lead = {} if critic is None else {"critic": critic}
+    for s in result.sets:
+        for d in s.documents:
+            yield json_ready({**lead, "set": s.name, **d.__dict__})
+        for doc_id, reason in s.skipped.items():
+            yield {**lead, "set": s.name, "id": doc_id, "skipped": reason}
+
+
+def write_documents_jsonl(result: CriticismResult | PanelResult, path: str | Path) -> Path:
+    """One line per document (and critic, for a panel): set, id, T(x), M(x), T/M, outlier p-value,
+    unknowns; or why it was skipped."""
     path = Path(path)
+    parts = (result.results.items() if isinstance(result, PanelResult) else [(None, result)])
     with atomic_open(path) as fh:
-        for s in result.sets:
-            for d in s.documents:
-                row = json_ready({"set": s.name, **d.__dict__})
+        for label, one in parts:
+            for row in _document_rows(one, label):
                 fh.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
-            for doc_id, reason in s.skipped.items():
-                fh.write(json.dumps({"set": s.name, "id": doc_id, "skipped": reason}, ensure_ascii=False) + "\n")
     return path
+
+
+def _png_markup(path: Path) -> str:
+    """A PNG figure inlined as a data URI (the report stays one self-contained folder of pages)."""
+    import base64
+
+    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    return f'<img alt="{path.stem}" src="data:image/png;base64,{data}">'
+
+
+def _write_html(panel: PanelResult, directory: Path, *, documents: Mapping[str, Sequence[Document]] | None,
+                figures: Mapping[str, Mapping[str, str]], views: Mapping[str, DocumentView] | None) -> None:
+    """``index.html`` and ``documents/K.html`` for each flagged document, into ``directory``."""
+    from .html import render_document, render_index
+    from .plots import latent_nll_histogram_figure, svg_markup
+
+    flags = panel.flagged()
+    shown = {label: {"T(x)/M(x) per set, reference filled, flagged outliers marked":
+                     svg_markup(latent_nll_histogram_figure(result, top=panel.top)), **figures.get(label, {})}
+             for label, result in panel.results.items()}
+    atomic_write_text(directory / "index.html", render_index(panel, flags, shown))
+    by_id = {name: {d.id: d for d in docs} for name, docs in (documents or {}).items()}
+    (directory / "documents").mkdir(exist_ok=True)
+    for k, flag in enumerate(flags):
+        doc = by_id.get(flag.set, {}).get(flag.id)
+        atomic_write_text(directory / "documents" / f"{k}.html", render_document(flag, doc, views))
 
 
 def write_report(result: CriticismResult, out_dir: str | Path, *, top: int = 10, extra: dict | None = None,
                  plot: bool = True, sections: Sequence[str] = (),
-                 figures: Callable[[Path], dict[str, Path]] | None = None) -> dict[str, Path]:
-    """Write a report directory: ``results.json``, ``documents.jsonl``, ``report.md`` and figures.
+                 figures: Callable[[Path], dict[str, Path]] | None = None,
+                 documents: Mapping[str, Sequence[Document]] | None = None) -> dict[str, Path]:
+    """Write a report directory: ``results.json``, ``documents.jsonl``, ``report.md``, ``index.html``
+    (with a page per flagged document) and figures.
 
     ``sections`` are Markdown blocks appended to ``report.md``; ``figures(dir)``
-    draws a critic's own figures into ``dir`` and returns them by name.  The
+    draws a critic's own figures into ``dir`` and returns them by name (shown in ``index.html`` too);
+    ``documents`` (set name -> documents) puts each flagged document's text on its page.  The
     directory is built aside and swapped in whole; an existing directory is
     replaced only if it is a report (holds ``results.json``) or empty.
     """
@@ -95,12 +137,46 @@ def write_report(result: CriticismResult, out_dir: str | Path, *, top: int = 10,
             report += [f"- `{name}` / `{doc}`: {why}" for name, doc, why in skipped]
         report += [block for s in sections for block in ("", s)]
         atomic_write_text(tmp / "report.md", "\n".join(report) + "\n")
-        names = {"results": "results.json", "documents": "documents.jsonl", "report": "report.md"}
+        names = {"results": "results.json", "documents": "documents.jsonl", "report": "report.md",
+                 "html": "index.html"}
         if plot:
             from .plots import latent_nll_histogram
 
             latent_nll_histogram(result, tmp / "latent_nll_hist.png", top=top)
             names["histogram"] = "latent_nll_hist.png"
-        if figures is not None:
-            names.update({k: Path(p).relative_to(tmp).as_posix() for k, p in figures(tmp).items()})
+        drawn = {k: Path(p) for k, p in figures(tmp).items()} if figures is not None else {}
+        names.update({k: p.relative_to(tmp).as_posix() for k, p in drawn.items()})
+        panel = PanelResult({result.critic_name: result}, top=top)
+        _write_html(panel, tmp, documents=documents, views=None,
+                    figures={result.critic_name: {k: _png_markup(p) for k, p in drawn.items()}})
     return {k: out / v for k, v in names.items()}
+
+
+def write_panel_report(panel: PanelResult, out_dir: str | Path, *, extra: dict | None = None,
+                       documents: Mapping[str, Sequence[Document]] | None = None,
+                       views: Mapping[str, DocumentView] | None = None) -> dict[str, Path]:
+    """Write a panel's report directory: ``results.json`` (every critic), ``documents.jsonl`` (one row per
+    document and critic), ``report.md`` (each critic's table, then the flagged documents) and ``index.html``
+    with ``documents/K.html`` per flagged document (its text from ``documents``, set name -> documents;
+    each critic's findings drawn by ``views``, label -> view).  Built aside and swapped in whole."""
+    out = Path(out_dir)
+    check_replaceable(out, "results.json", "a report directory")
+    with atomic_directory(out) as tmp:
+        payload = panel.to_dict()
+        payload["environment"] = environment()
+        if extra:
+            payload.update(json_ready(extra))
+        atomic_write_text(tmp / "results.json",
+                          json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+        write_documents_jsonl(panel, tmp / "documents.jsonl")
+        flags = panel.flagged()
+        lines = ["# Criticism report", ""]
+        for label, result in panel.results.items():
+            lines += [f"## {label}", "", markdown_table(result), ""]
+        lines += [f"## Flagged documents ({len(flags)})", "", "| set | document | critics | min outlier p |",
+                  "|---|---|---|---:|"]
+        lines += [f"| {f.set} | {f.id} | {', '.join(f.by)} | {f.min_p_value:.4f} |" for f in flags]
+        atomic_write_text(tmp / "report.md", "\n".join(lines) + "\n")
+        _write_html(panel, tmp, documents=documents, figures={}, views=views)
+    return {"results": out / "results.json", "documents": out / "documents.jsonl", "report": out / "report.md",
+            "html": out / "index.html"}

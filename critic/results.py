@@ -6,16 +6,22 @@ way).  ``CriticismResult.to_dict()`` is the ``results.json`` schema, in the
 manner of lm-evaluation-harness results files::
 
     {"schema_version": 1,
-     "critic": {"name", "params", "state_sha256"},
+     "critic": {"name", "params", "state_sha256", "headline"},
      "inputs": [{"name", "path", "sha256", "n_documents"}],
      "config": {...},
      "reference": SET, "candidates": {name: SET},
      "null_reasons": {"reference.latent_nll_ci": "...", ...}}
 
     SET = {"name", "n", "latent_nll", "latent_nll_ci", "latent_nll_mc_stderr", "latent_ppl",
-           "latent_ppl_ci", "estimator", "comparison": {"difference", "difference_ci", "p_value"},
+           "latent_ppl_ci", "estimator", "comparison": COMPARISON, "ppl_comparison": COMPARISON,
            "n_skipped", "skipped", "n_unknown", "warnings", "higher_is_better": {statistic: bool},
            STATISTIC: value, ...}
+
+    COMPARISON = {"statistic", "difference", "difference_ci", "p_value"}: candidate minus reference on
+    "mean_latent_nll" (``comparison``) or "latent_ppl" (``ppl_comparison``; its p-value tests log PPL)
+
+``headline`` names the statistic that fits the critic's latent (Latent PPL for discrete chains, Latent NLL
+for continuous latents): tables show it first, with the comparison of that same statistic.
 
 STATISTIC: the statistics a study adds beside Latent NLL (``word_ppl``, ``mauve``, ``pdd``, ...; see
 :meth:`CriticismResult.add_statistic`), written at the set's top level.  A statistic a set cannot
@@ -31,16 +37,25 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["SCHEMA_VERSION", "HIGHER_IS_BETTER", "STATISTICS", "DocumentResult", "Comparison", "SetResult",
-           "CriticismResult", "json_ready", "markdown_table", "outliers_table"]
+__all__ = ["SCHEMA_VERSION", "HIGHER_IS_BETTER", "STATISTICS", "HEADLINES", "DocumentResult", "Comparison",
+           "SetResult", "CriticismResult", "json_ready", "markdown_table", "outliers_table"]
+
+
+def _number(value: Any) -> float:
+    """A JSON number back as a float; ``null`` (a NaN or infinity on the way out) as NaN."""
+    return float("nan") if value is None else float(value)
+
+
+def _pair(value: Any) -> tuple[float, float]:
+    return (float("nan"), float("nan")) if value is None else (_number(value[0]), _number(value[1]))
 
 SCHEMA_VERSION = 1
 
 HIGHER_IS_BETTER = {
-    "latent_nll": False,
-    "latent_ppl": False,
-    "difference": False,   # candidate minus reference Latent NLL
-    "p_value": True,       # permutation test of equal means: small p = the candidate differs
+    "latent_nll": None,    # two-sided: a distance from the reference in either direction is the finding
+    "latent_ppl": None,    # (degenerate generations with few latent steps score *below* real text)
+    "difference": None,    # candidate minus reference
+    "p_value": True,       # permutation test of the compared statistic: small p = the candidate differs
     "outlier_p_value": True,
 }
 
@@ -67,14 +82,30 @@ class DocumentResult:
     latent_nll_stderr: float | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def from_dict(cls, row: dict) -> "DocumentResult":
+        """A row of ``documents.jsonl`` (or of a set's ``documents``) back as a result."""
+        return cls(id=row["id"], latent_nll=_number(row["latent_nll"]), latent_steps=_number(row["latent_steps"]),
+                   latent_nll_per_step=_number(row["latent_nll_per_step"]),
+                   outlier_p_value=_number(row["outlier_p_value"]), unknown=int(row.get("unknown", 0)),
+                   latent_nll_stderr=row.get("latent_nll_stderr"), extras=dict(row.get("extras") or {}))
+
 
 @dataclass
 class Comparison:
-    """Candidate minus reference Latent NLL, its CI and the permutation p-value."""
+    """Candidate minus reference value of one set statistic, its bootstrap CI and the permutation
+    p-value of that same statistic: ``statistic`` is ``"mean_latent_nll"`` (the per-document mean of
+    T(x)) or ``"latent_ppl"`` (the set-level Latent PPL, a ratio of sums; tested on its log)."""
 
     difference: float
     difference_ci: tuple[float, float]
     p_value: float
+    statistic: str = "mean_latent_nll"
+
+    @classmethod
+    def from_dict(cls, obj: dict) -> "Comparison":
+        return cls(_number(obj["difference"]), _pair(obj["difference_ci"]), _number(obj["p_value"]),
+                   obj.get("statistic", "mean_latent_nll"))
 
 
 @dataclass
@@ -92,6 +123,9 @@ class SetResult:
     n_unknown: int
     documents: list[DocumentResult] = field(repr=False)
     comparison: Comparison | None = None
+    """Against the reference: the per-document mean Latent NLL (difference, CI, p-value)."""
+    ppl_comparison: Comparison | None = None
+    """Against the reference: the set-level Latent PPL (difference of PPLs, CI, p-value on log PPL)."""
     estimator: str = "exact"
     latent_nll_mc_stderr: float | None = None
     warnings: list[str] = field(default_factory=list)
@@ -101,6 +135,10 @@ class SetResult:
     @property
     def p_value(self) -> float | None:
         return None if self.comparison is None else self.comparison.p_value
+
+    def headline_comparison(self, headline: str) -> Comparison | None:
+        """The comparison of the statistic ``headline`` (``"latent_ppl"`` or ``"latent_nll"``)."""
+        return self.ppl_comparison if headline == "latent_ppl" else self.comparison
 
     def to_dict(self, *, documents: bool = False) -> dict:
         out = asdict(self)
@@ -114,6 +152,22 @@ class SetResult:
             if name in STATISTICS:
                 out["higher_is_better"][name] = STATISTICS[name][0]
         return out
+
+    @classmethod
+    def from_dict(cls, obj: dict, documents: list[DocumentResult] | None = None) -> "SetResult":
+        """A set of ``results.json`` back as a result; its per-document results come from
+        ``documents.jsonl`` (``documents``), since ``results.json`` does not hold them."""
+        fields = set(cls.__dataclass_fields__) | {"higher_is_better"}
+        comparison, ppl_comparison = obj.get("comparison"), obj.get("ppl_comparison")
+        return cls(name=obj["name"], n=int(obj["n"]), latent_nll=_number(obj["latent_nll"]),
+                   latent_nll_ci=_pair(obj["latent_nll_ci"]), latent_ppl=_number(obj["latent_ppl"]),
+                   latent_ppl_ci=_pair(obj["latent_ppl_ci"]), n_skipped=int(obj["n_skipped"]),
+                   skipped=dict(obj["skipped"]), n_unknown=int(obj["n_unknown"]), documents=list(documents or []),
+                   comparison=None if comparison is None else Comparison.from_dict(comparison),
+                   ppl_comparison=None if ppl_comparison is None else Comparison.from_dict(ppl_comparison),
+                   estimator=obj.get("estimator", "exact"), latent_nll_mc_stderr=obj.get("latent_nll_mc_stderr"),
+                   warnings=list(obj.get("warnings", [])),
+                   statistics={k: v for k, v in obj.items() if k not in fields})
 
 
 @dataclass
@@ -131,6 +185,12 @@ class CriticismResult:
     @property
     def critic_name(self) -> str:
         return self.critic["name"]
+
+    @property
+    def headline(self) -> str:
+        """The statistic that fits the critic's latent: ``"latent_ppl"`` for discrete chains,
+        ``"latent_nll"`` for continuous latents (where a PPL over M(x) = 1 means nothing)."""
+        return self.critic.get("headline", "latent_ppl")
 
     def set(self, name: str) -> SetResult:
         """The set called ``name`` (the reference or a candidate); KeyError naming the sets there are."""
@@ -185,6 +245,24 @@ class CriticismResult:
             payload["null_reasons"] = dict(self.null_reasons)
         return json_ready(payload)
 
+    @classmethod
+    def from_dict(cls, payload: dict, documents: dict[str, list[DocumentResult]] | None = None) -> "CriticismResult":
+        """``results.json``'s payload back as a result; ``documents`` maps set name -> its per-document
+        results (from ``documents.jsonl``).  Keys the writer added beside the schema (``environment``,
+        ``run``) are not part of the result and are left out."""
+        if payload.get("schema_version") != SCHEMA_VERSION:
+            raise ValueError(f"results schema version {payload.get('schema_version')!r}: this version of critic "
+                             f"reads version {SCHEMA_VERSION}")
+        documents = documents or {}
+
+        def one(obj: dict) -> SetResult:
+            return SetResult.from_dict(obj, documents.get(obj["name"]))
+
+        return cls(critic=dict(payload["critic"]), reference=one(payload["reference"]),
+                   candidates={name: one(obj) for name, obj in payload["candidates"].items()},
+                   config=dict(payload.get("config", {})), inputs=list(payload.get("inputs", [])),
+                   null_reasons=dict(payload.get("null_reasons", {})))
+
     def __str__(self) -> str:
         return markdown_table(self)
 
@@ -227,8 +305,17 @@ def _ci(ci: tuple[float, float]) -> str:
     return "—" if not all(math.isfinite(v) for v in ci) else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
+HEADLINES = {"latent_ppl": "Latent PPL", "latent_nll": "Latent NLL"}
+TWO_SIDED_NOTE = ("Δ and p compare each set with the reference on the headline statistic (p: permutation test of "
+                  "that statistic); a difference in either direction is a distance from the reference, not "
+                  "better or worse.")
+
+
 def markdown_table(result: CriticismResult) -> str:
-    """Markdown table of every set; arrows say lower is better; ⚠ marks sets with warnings."""
+    """Markdown table of every set: the critic's headline statistic (:attr:`CriticismResult.headline`) with
+    its CI, the difference to the reference on that statistic with its CI and p-value, then the mean Latent
+    NLL beside a PPL headline; ⚠ marks sets with warnings."""
+    headline = result.headline
     mc = any(s.latent_nll_mc_stderr is not None for s in result.sets)
     stats = list(dict.fromkeys(k for s in result.sets for k in s.statistics))
 
@@ -236,26 +323,31 @@ def markdown_table(result: CriticismResult) -> str:
         higher, label = STATISTICS.get(name, (None, name))
         return label + ("" if higher is None else " ↑" if higher else " ↓")
 
-    head = "| set | n | Latent NLL ↓ | 95% CI |" + (" MC s.e. |" if mc else "") + \
-        " Latent PPL ↓ | 95% CI |" + "".join(f" {heading(k)} |" for k in stats) + \
-        " Δ NLL vs ref | p-value | skipped | unknown |"
+    label = HEADLINES[headline]
+    nll_beside = headline == "latent_ppl"
+    head = (f"| set | n | {label} | 95% CI | Δ {label} vs ref | 95% CI | p |"
+            + (" Latent NLL | 95% CI |" if nll_beside else "") + (" MC s.e. |" if mc else "")
+            + "".join(f" {heading(k)} |" for k in stats) + " skipped | unknown |")
     lines = [f"Critic: `{result.critic_name}`", "", head,
-             "|---|---:|---:|---|" + ("---:|" if mc else "") + "---:|---|" + "---:|" * len(stats)
-             + "---:|---:|---:|---:|"]
+             "|---|---:|---:|---|---:|---|---:|" + ("---:|---|" if nll_beside else "") + ("---:|" if mc else "")
+             + "---:|" * len(stats) + "---:|---:|"]
     for s in result.sets:
-        diff = "—" if s.comparison is None else _num(s.comparison.difference, "+.3f")
-        p = "—" if s.comparison is None else _num(s.comparison.p_value, ".4f")
+        value, ci = (s.latent_ppl, s.latent_ppl_ci) if nll_beside else (s.latent_nll, s.latent_nll_ci)
+        c = s.headline_comparison(headline)
+        diff = ("— | — | —" if c is None
+                else f"{_num(c.difference, '+.3f')} | {_ci(c.difference_ci)} | {_num(c.p_value, '.4f')}")
         flag = " ⚠" if s.warnings else ""
+        beside = f" {_num(s.latent_nll)} | {_ci(s.latent_nll_ci)} |" if nll_beside else ""
         se = f" {_num(s.latent_nll_mc_stderr, '.4f')} |" if mc else ""
         extra = "".join(f" {_num(s.statistics.get(k))} |" for k in stats)
-        lines.append(f"| {s.name}{flag} | {s.n} | {_num(s.latent_nll)} | {_ci(s.latent_nll_ci)} |{se} "
-                     f"{_num(s.latent_ppl)} | {_ci(s.latent_ppl_ci)} |{extra} {diff} | {p} | {s.n_skipped} | "
-                     f"{s.n_unknown} |")
+        lines.append(f"| {s.name}{flag} | {s.n} | {_num(value)} | {_ci(ci)} | {diff} |{beside}{se}{extra} "
+                     f"{s.n_skipped} | {s.n_unknown} |")
     notes = [f"- ⚠ `{s.name}`: {w}" for s in result.sets for w in s.warnings]
+    notes.append(f"- {TWO_SIDED_NOTE}")
     if mc:
         notes.append(f"- Latent NLL by {result.reference.estimator}; MC s.e. is the Monte-Carlo standard error of "
                      "the set mean.")
-    return "\n".join(lines + ([""] + notes if notes else []))
+    return "\n".join(lines + [""] + notes)
 
 
 def outliers_table(result: CriticismResult, top: int = 10, name: str | None = None) -> str:

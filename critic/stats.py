@@ -15,6 +15,8 @@ __all__ = [
     "bootstrap_ci",
     "bootstrap_latent_ppl_ci",
     "permutation_test",
+    "log_ppl_statistic",
+    "bootstrap_difference_ci",
     "empirical_p_values",
 ]
 
@@ -69,29 +71,62 @@ def bootstrap_latent_ppl_ci(
     return _percentile_interval(ppl, level)
 
 
+def _mean_statistic(values: np.ndarray) -> np.ndarray:
+    return values.mean(axis=1)
+
+
+def log_ppl_statistic(rows: np.ndarray) -> np.ndarray:
+    """log Latent PPL of resampled sets: ``rows`` is ``(R, n, 2)`` with ``(T(x), M(x))`` per document;
+    returns ``sum T / sum M`` per resample, shape ``(R,)``."""
+    return rows[..., 0].sum(axis=1) / rows[..., 1].sum(axis=1)
+
+
 def permutation_test(
     a: np.ndarray,
     b: np.ndarray,
     *,
+    statistic: Callable[[np.ndarray], np.ndarray] = _mean_statistic,
     n_permutations: int = 2000,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """Two-sided permutation test of equal means.
+    """Two-sided permutation test of an equal set statistic (by default the mean).
 
-    Returns ``(difference, p_value)`` with ``difference = mean(b) - mean(a)``
-    and ``p = (1 + #{|d_perm| >= |d_obs|}) / (1 + n_permutations)``.
+    ``a`` and ``b`` hold one row per document (``(n,)`` values, or ``(n, k)`` such as ``(T, M)`` pairs);
+    ``statistic`` maps ``(R, n, ...)`` resampled sets to ``(R,)``.  Documents are permuted between the
+    sets; returns ``(difference, p_value)`` with ``difference = s(b) - s(a)`` and
+    ``p = (1 + #{|d_perm| >= |d_obs|}) / (1 + n_permutations)``.
     """
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if a.size == 0 or b.size == 0:
+    if a.shape[0] == 0 or b.shape[0] == 0:
         return float("nan"), float("nan")
-    observed = b.mean() - a.mean()
+    observed = float(statistic(b[None])[0] - statistic(a[None])[0])
     pooled = np.concatenate([a, b])
     rng = np.random.default_rng(seed)
-    perms = np.argsort(rng.random((n_permutations, pooled.size)), axis=1)
+    perms = np.argsort(rng.random((n_permutations, pooled.shape[0])), axis=1)
     shuffled = pooled[perms]
-    diffs = shuffled[:, a.size:].mean(1) - shuffled[:, :a.size].mean(1)
+    diffs = statistic(shuffled[:, a.shape[0]:]) - statistic(shuffled[:, :a.shape[0]])
     extreme = np.sum(np.abs(diffs) >= np.abs(observed) - 1e-12)
-    return float(observed), float((1 + extreme) / (1 + n_permutations))
+    return observed, float((1 + extreme) / (1 + n_permutations))
+
+
+def bootstrap_difference_ci(
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    statistic: Callable[[np.ndarray], np.ndarray] = _mean_statistic,
+    n_resamples: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of ``statistic(b) - statistic(a)``, each set resampled on its own (rows as in
+    :func:`permutation_test`)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape[0] == 0 or b.shape[0] == 0:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    ia = rng.integers(0, a.shape[0], size=(n_resamples, a.shape[0]))
+    ib = rng.integers(0, b.shape[0], size=(n_resamples, b.shape[0]))
+    return _percentile_interval(statistic(b[ib]) - statistic(a[ia]), level)
 
 
 def empirical_p_values(reference: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -66,6 +66,8 @@ class CorefChainCritic(Critic):
     """
 
     batch_size = 256
+    needs = ("free text: resolved by neuralcoref (critic setup neuralcoref), or clusters already in the "
+             "metadata (critic coref resolve)")
 
     def __init__(self, *, smoothing: str = "kenlm", order: int = 5, resolver: str = "auto",
                  memory: str = "1G", unk_prob: float = 1e-20):

@@ -90,6 +90,8 @@ def _semimarkov_cross_entropy(q: SemiMarkovPosterior, p: SemiMarkovChain) -> tor
 class HSMMCritic(Critic):
     """Hidden semi-Markov model critic over token sequences (paper sec. 3, app. D)."""
 
+    needs = "token sequences (metadata \"tokens\", else the text split on whitespace)"
+
     def __init__(
         self,
         num_states: int = 16,

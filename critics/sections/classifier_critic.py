@@ -138,6 +138,8 @@ class ClassifierSectionCritic(SectionTransitionCritic):
     """
 
     batch_size = 1024  # documents per project(): all their sections go to the classifier at once
+    needs = ("titled sections to fit; any sections to score (untitled ones are typed by the classifier; free "
+             "text: --sections markdown or separator:STRING)")
 
     def __init__(
         self,

@@ -187,6 +187,7 @@ class SectionTransitionCritic(Critic):
     """
 
     batch_size = 8192  # a projection is K-independent integer work: large batches cost no memory
+    needs = "documents with titled sections (free text: --sections markdown or separator:STRING)"
 
     def __init__(
         self,

@@ -89,6 +89,8 @@ class CorrelatedTopicCritic(Critic):
     """
 
     batch_size = 4096  # documents per project(): inference runs them in infer_batch_size chunks
+    headline = "latent_nll"  # a continuous latent: M(x) = 1, a "PPL" would be exp of a density
+    needs = "free text (bag of words; sections are joined)"
 
     def __init__(self, *, num_topics: int = 100, steps: int = 3000, train_batch_size: int = 256, lr: float = 0.05,
                  num_particles: int = 1, tol: float = 1e-5, topic_concentration: float | None = None,

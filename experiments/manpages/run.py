@@ -139,7 +139,7 @@ def _report(stage: Stage, filtered: Stage, critic: Critic, config: dict, seed: i
 
     run = {"config": config, "seed": seed, "device": str(device), "stages": {s.name: s.key for s in stages}}
     write_report(result, stage.path, top=settings["top"], extra={"run": run}, sections=["\n".join(errors)],
-                 figures=figures)
+                 figures=figures, documents={"real": test, **candidates})
     stage.commit()
 
 

@@ -28,7 +28,7 @@ DOC = {"id": "a", "sections": [{"title": "name", "text": "x"}, {"title": "synops
 BAD_JSONL = {
     # class: (file bytes, message after the path)
     "missing": (None, ": no such file"),
-    "empty": (b"", ": file holds no documents"),
+    "empty": (b"", ": holds no documents (the file is empty)"),
     "invalid_json": (json.dumps(DOC).encode() + b'\n{"id": "b", "sections": [\n', ":2: invalid JSON"),
     "non_utf8": (b'{"id": "a", "sections": [{"title": "t", "text": "\xff"}]}\n', ":1: line is not valid UTF-8"),
     "sections_not_list": (b'{"id": "a", "sections": "name synopsis"}\n', ":1: document 'a' has no 'sections' list"),
@@ -444,7 +444,7 @@ def test_real_command_prints_one_line_and_no_traceback(tmp_path):
     out = subprocess.run([sys.executable, "-m", "critic.cli", "fit", "sections", "--train", str(missing),
                           "--out", str(tmp_path / "m")], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 2
-    assert out.stderr == f"critic: error: {missing}: no such file\n"
+    assert out.stderr == f"critic: error: {missing}: no such file or folder\n"
 
 
 def test_real_command_bad_config(ctx, tmp_path):

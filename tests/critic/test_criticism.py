@@ -86,7 +86,9 @@ def test_criticize_numbers(tutorial, tmp_path):
     text = paths["report"].read_text()
     assert "| lm ⚠ | 7 |" in text and "only 7 documents (< 10)" in text and "`lm` / `empty`: document has no sections" in text
     assert paths["histogram"].stat().st_size > 1000
-    assert "Latent PPL ↓" in markdown_table(result)
+    table = markdown_table(result)  # the headline (a PPL) with its own comparison; two-sided: no arrows
+    assert "| Latent PPL | 95% CI | Δ Latent PPL vs ref | 95% CI | p | Latent NLL | 95% CI |" in table
+    assert "↓" not in table and "distance from the reference" in table
 
 
 def test_monte_carlo_fallback_is_stated_and_agrees_with_closed_form(tutorial, tmp_path):
@@ -164,3 +166,37 @@ def test_set_statistics_are_written_beside_latent_ppl_with_reasons_for_nulls(tut
     assert saved["candidates"]["lm"]["higher_is_better"]["word_ppl"] is False
     table = markdown_table(result)
     assert "| word PPL ↓ | MAUVE ↑ |" in table and "| 12.500 | 0.250 |" in table
+
+
+def test_the_ppl_comparison_tests_the_set_level_ppl_not_the_mean():
+    """Δ Latent PPL, its CI and p-value by brute force (every split of the pooled documents), and a case where
+    the per-document mean and the set-level PPL disagree: the p-value beside a PPL must test the PPL."""
+    from critic.critic import Scores
+    from critic.criticism import compare
+
+    t_ref, m_ref = np.array([2.0, 5.0, 3.0, 9.0, 4.0, 6.0, 2.5, 7.0]), np.array([1.0, 3.0, 2.0, 4.0, 2.0, 3.0, 1.0, 5.0])
+    t_cand, m_cand = np.array([9.0, 12.0, 4.0, 15.0, 8.0]), np.array([2.0, 3.0, 1.0, 4.0, 2.0])
+    ref = Scores([f"r{i}" for i in range(8)], t_ref, m_ref)
+    cand = Scores([f"c{i}" for i in range(5)], t_cand, m_cand)
+    mean_cmp, ppl_cmp = compare(ref, cand, n_bootstrap=300, n_permutations=999, level=0.9, seed=5)
+    assert ppl_cmp.statistic == "latent_ppl" and mean_cmp.statistic == "mean_latent_nll"
+    ppl = lambda t, m: math.exp(t.sum() / m.sum())
+    assert ppl_cmp.difference == pytest.approx(ppl(t_cand, m_cand) - ppl(t_ref, m_ref), rel=1e-12)
+    rng = np.random.default_rng(5 + 1)  # the CI: each set resampled on its own, T and M together
+    ia, ib = rng.integers(0, 8, size=(300, 8)), rng.integers(0, 5, size=(300, 5))
+    boot = np.exp(t_cand[ib].sum(1) / m_cand[ib].sum(1)) - np.exp(t_ref[ia].sum(1) / m_ref[ia].sum(1))
+    assert ppl_cmp.difference_ci == pytest.approx(tuple(np.quantile(boot, [0.05, 0.95])), rel=1e-12)
+    t, m = np.concatenate([t_ref, t_cand]), np.concatenate([m_ref, m_cand])
+    splits = np.array(list(itertools.combinations(range(13), 5)))
+    rest = np.array([[i for i in range(13) if i not in set(c)] for c in splits])
+    log_diffs = t[splits].sum(1) / m[splits].sum(1) - t[rest].sum(1) / m[rest].sum(1)
+    observed = t_cand.sum() / m_cand.sum() - t_ref.sum() / m_ref.sum()
+    exact = np.mean(np.abs(log_diffs) >= abs(observed) - 1e-12)
+    assert abs(ppl_cmp.p_value - (1 + 999 * exact) / 1000) <= 4 * math.sqrt(exact * (1 - exact) / 999) + 1e-9
+
+    # the same rate per latent step, longer documents: the mean Latent NLL moves, the Latent PPL does not
+    m_long = np.array([10.0, 12.0, 11.0, 13.0, 12.0, 14.0])
+    same_rate = Scores([f"l{i}" for i in range(6)], 2 * m_long, m_long)
+    ref_rate = Scores([f"r{i}" for i in range(8)], 2 * m_ref, m_ref)
+    mean_cmp, ppl_cmp = compare(ref_rate, same_rate, n_bootstrap=200, n_permutations=999, level=0.95, seed=0)
+    assert mean_cmp.p_value < 0.01 and ppl_cmp.difference == pytest.approx(0.0, abs=1e-12) and ppl_cmp.p_value == 1.0

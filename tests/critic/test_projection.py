@@ -148,12 +148,13 @@ def test_results_json_provenance(tmp_path):
     result = criticize(critic, reference, {"lm": candidate}, reference_name="real", paths={"real": ref_file})
     saved = json.loads(write_report(result, tmp_path / "r", plot=False)["results"].read_text())
     assert saved["schema_version"] == 1
-    assert saved["critic"] == {"name": critic.name, "params": {"lose": False}, "state_sha256": critic.state_sha256()}
+    assert saved["critic"] == {"name": critic.name, "params": {"lose": False}, "state_sha256": critic.state_sha256(),
+                               "headline": "latent_ppl"}
     assert saved["inputs"] == [
         {"name": "real", "path": str(ref_file), "sha256": sha256_file(ref_file), "n_documents": 12},
         {"name": "lm", "path": None, "sha256": documents_sha256(candidate), "n_documents": 12},
     ]
-    assert saved["reference"]["higher_is_better"]["latent_ppl"] is False
+    assert saved["reference"]["higher_is_better"]["latent_ppl"] is None  # two-sided: a distance, not a ranking
     assert [d.extras for d in result.candidates["lm"].documents] == [{"z": float(v)} for v in np.linspace(0, 3, 12)]
     rows = [json.loads(line) for line in (tmp_path / "r" / "documents.jsonl").read_text().splitlines()]
     assert rows[0]["extras"] == {"z": -1.0} and rows[0]["set"] == "real"
@@ -177,7 +178,7 @@ def test_report_directory_is_complete_or_absent(tmp_path, monkeypatch):
     result = criticize(critic, [doc(i, [i / 10]) for i in range(12)], n_bootstrap=50)
     out = tmp_path / "r"
     first = write_report(result, out, plot=False)
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
 
     def crash(directory):
         (directory / "half.png").write_bytes(b"\x89PNG")
@@ -185,7 +186,7 @@ def test_report_directory_is_complete_or_absent(tmp_path, monkeypatch):
 
     with pytest.raises(RuntimeError, match="disk full"):
         write_report(result, out, plot=False, figures=crash)
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
     assert first["report"].read_text().startswith("# Criticism report")
     (tmp_path / "notes").mkdir()

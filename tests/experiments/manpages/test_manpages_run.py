@@ -47,8 +47,12 @@ def test_run_prints_the_report_and_writes_it_to_report_dir(first, run):
     assert "| real |" in printed and "| permuted |" in printed and "## Top 10 outliers" in printed
     assert "## Top section-transition errors" in printed
     names = {p.name for p in (out / "report").iterdir()}
-    assert names == {"results.json", "documents.jsonl", "report.md", "latent_nll_hist.png",
+    assert names == {"results.json", "documents.jsonl", "report.md", "latent_nll_hist.png", "index.html", "documents",
                      "transitions_permuted.png", "transitions_repeated.png", "transitions_dropped.png"}
+    pages = sorted((out / "report" / "documents").iterdir())  # one page per flagged document, with its text
+    html = (out / "report" / "index.html").read_text()
+    assert len(pages) == html.count('href="documents/') and "transitions_permuted" in html
+    assert all("<pre class=\"doc\">" in page.read_text() for page in pages)
     results = json.loads((out / "report" / "results.json").read_text())
     assert set(results["candidates"]) == {"permuted", "repeated", "dropped"}
     assert results["inputs"][0] == {**results["inputs"][0], "name": "real", "path": "filtered/test.jsonl"}

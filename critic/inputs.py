@@ -1,0 +1,561 @@
+"""Read documents from wherever a model's generations are: one reader for every command.
+
+Besides the project's own document JSONL (``documents``, read by :func:`critic.document.iter_jsonl`),
+:data:`FORMATS` reads free text: JSON lines with a text field (``text-jsonl``), lm-evaluation-harness
+per-sample logs (``lm-eval``), Parquet (``parquet``), a folder written by ``datasets``'
+``save_to_disk`` (``datasets``), a folder of ``.txt`` files (``text-dir``), one generation per line
+(``lines``) and one text file with a separator between generations (``text``).  ``auto``
+(:func:`detect_format`) tells them apart by suffix, folder contents and the first JSON line.
+
+Free text becomes a :class:`Document` with one untitled section, or sections split at Markdown headings
+or at a separator (:attr:`InputOptions.sections`).  Text from a field (JSON, Arrow) is kept verbatim;
+text cut from a plain-text file (a line, a piece between separators, a ``.txt`` file) loses its
+surrounding whitespace.  A missing id is made up as ``NAME:LINE`` (``NAME:ROW`` for Arrow formats).
+
+As in :mod:`critic.document`, nothing is dropped silently: bad input raises :class:`DocumentError`
+naming the file and line (or row, or file in a folder), and an empty generation is skipped and
+counted in the :class:`ReadReport`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from .document import Document, DocumentError, Section, _json_type, iter_json_lines, iter_jsonl
+
+__all__ = ["InputOptions", "ReadReport", "InputFormat", "FORMATS", "iter_documents", "read_documents",
+           "detect_format", "split_sections"]
+
+BATCH_ROWS = 1024
+"""Rows per record batch read from a Parquet file (it is never loaded whole)."""
+
+
+@dataclass(frozen=True)
+class InputOptions:
+    """How to read an input: its format and, for free text, where the text, id and sections are.
+
+    ``format`` is ``"auto"`` or a key of :data:`FORMATS`.  ``text_field`` and ``id_field`` name the
+    fields of ``text-jsonl``, ``parquet`` and ``datasets`` records.  ``sections`` is ``"none"`` (one
+    untitled section), ``"markdown"`` (see :func:`split_sections`) or ``"separator:STRING"``.
+    ``separator`` is what stands between generations in a ``text`` file.
+    """
+
+    format: str = "auto"
+    text_field: str = "text"
+    id_field: str = "id"
+    sections: str = "none"
+    separator: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.format != "auto" and self.format not in FORMATS:
+            raise DocumentError(f"unknown input format {self.format!r}; choose auto, {', '.join(FORMATS)}")
+        if self.sections not in ("none", "markdown") and not (
+                self.sections.startswith("separator:") and len(self.sections) > len("separator:")):
+            raise DocumentError(f"unknown sections mode {self.sections!r}; choose none, markdown or "
+                                "separator:STRING")
+        if self.separator == "":
+            raise DocumentError("the separator between generations is empty")
+
+
+@dataclass
+class ReadReport:
+    """What a read did, for the caller to print (:meth:`summary`) and keep in results (:meth:`to_dict`).
+
+    ``skipped`` counts records that gave no document by reason, ``examples`` holds the first place
+    (``FILE:LINE``, ``FOLDER row N``, a file) of each reason, ``generated_ids`` counts ids made up as
+    ``NAME:LINE`` and ``dropped_metadata`` counts, per field, values left out of metadata because
+    they are not JSON (an Arrow timestamp, bytes, NaN).
+    """
+
+    path: str = ""
+    format: str = ""
+    name: str = ""
+    n_read: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, str] = field(default_factory=dict)
+    generated_ids: int = 0
+    dropped_metadata: Counter[str] = field(default_factory=Counter)
+
+    def skip(self, reason: str, where: str) -> None:
+        """Count one record skipped for ``reason``, remembering where the first one was."""
+        self.skipped[reason] += 1
+        self.examples.setdefault(reason, where)
+
+    def skips(self) -> str:
+        """``"skipped N: REASON (first at WHERE), ..."``, or ``""`` when nothing was skipped."""
+        if not self.skipped:
+            return ""
+        several = len(self.skipped) > 1
+        reasons = ", ".join(f"{reason}{f' ×{n}' if several else ''} (first at {self.examples[reason]})"
+                            for reason, n in self.skipped.items())
+        return f"skipped {self.skipped.total()}: {reasons}"
+
+    def summary(self) -> str:
+        """One line for stderr, e.g. ``gens.jsonl: 998 documents (text-jsonl); skipped 2: empty text
+        (first at gens.jsonl:17); 998 ids made as gens:LINE``."""
+        parts = [f"{self.path}: {self.n_read} documents ({self.format})"]
+        if self.skipped:
+            parts.append(self.skips())
+        if self.generated_ids:
+            parts.append(f"{self.generated_ids} ids made as {self.name}:{FORMATS[self.format].unit}")
+        if self.dropped_metadata:
+            parts.append("not JSON, left out of metadata: "
+                         + ", ".join(f"{key} ×{n}" for key, n in self.dropped_metadata.items()))
+        return "; ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "format": self.format, "n_read": self.n_read, "skipped": dict(self.skipped),
+                "examples": dict(self.examples), "generated_ids": self.generated_ids,
+                "dropped_metadata": dict(self.dropped_metadata)}
+
+
+# ------------------------------------------------------------------ from free text to documents
+_HEADING = re.compile(r"(#{1,6}) (.*)")
+
+
+def split_sections(text: str, mode: str) -> list[Section]:
+    """Cut ``text`` into sections as :attr:`InputOptions.sections` says.
+
+    ``none``: one untitled section, verbatim.  ``markdown``: a line starting with one to six ``#`` and
+    a space is the title of the section below it (not inside a ```` ``` ```` or ``~~~`` code fence);
+    text before the first heading is an untitled first section when it is not blank.
+    ``separator:STRING``: untitled sections between the STRINGs, blank ones dropped.  In these two
+    modes section texts lose their surrounding whitespace.
+    """
+    if mode == "none":
+        return [Section(None, text)]
+    if mode.startswith("separator:"):
+        pieces = (piece.strip() for piece in text.split(mode[len("separator:"):]))
+        return [Section(None, piece) for piece in pieces if piece]
+    sections: list[Section] = []
+    title: str | None = None
+    body: list[str] = []
+    in_fence = False
+    for line in text.splitlines():
+        if line.startswith(("```", "~~~")):
+            in_fence = not in_fence
+        heading = None if in_fence else _HEADING.fullmatch(line)
+        if heading is None:
+            body.append(line)
+            continue
+        if title is not None or "".join(body).strip():
+            sections.append(Section(title, "\n".join(body).strip()))
+        title, body = heading.group(2).strip(), []
+    if title is not None or "".join(body).strip():
+        sections.append(Section(title, "\n".join(body).strip()))
+    return sections
+
+
+def _is_json(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+class _Builder:
+    """Turns one input's generations into documents: skips empty text, makes and checks ids."""
+
+    def __init__(self, name: str, options: InputOptions, report: ReadReport) -> None:
+        self.name, self.options, self.report = name, options, report
+        self.seen: dict[str, str] = {}
+
+    def document(self, where: str, number: int, text: str, doc_id: str | None = None,
+                 metadata: dict[str, Any] | None = None) -> Document | None:
+        """The document of one generation found at ``where`` (``number``: its line or row), or
+        ``None`` when it is skipped; ``doc_id`` ``None`` makes the id ``NAME:NUMBER``."""
+        sections = split_sections(text, self.options.sections) if text.strip() else []
+        if not sections:
+            self.report.skip("empty text", where)
+            return None
+        if doc_id is None:
+            doc_id = f"{self.name}:{number}"
+            self.report.generated_ids += 1
+        if doc_id in self.seen:
+            raise DocumentError(f"{where}: duplicate document id {doc_id!r} (first at {self.seen[doc_id]})")
+        self.seen[doc_id] = where
+        return Document(id=doc_id, sections=tuple(sections), metadata=metadata or {})
+
+    def record(self, where: str, number: int, record: Any) -> Document | None:
+        """The document of one JSON object or Arrow row with the text and id fields of the options."""
+        text_field, id_field = self.options.text_field, self.options.id_field
+        if not isinstance(record, dict):
+            raise DocumentError(f"{where}: expected a JSON object, got a {_json_type(record)}")
+        if text_field not in record:
+            raise DocumentError(f"{where}: no {text_field!r} field (keys: {', '.join(map(str, record))}); "
+                                "name the field holding the generation with --text-field")
+        text = record[text_field]
+        if not isinstance(text, str):
+            raise DocumentError(f"{where}: field {text_field!r} is a {_json_type(text)}, not a string "
+                                "(--text-field names the field holding the generation)")
+        metadata = {}
+        for key, value in record.items():
+            if key in (text_field, id_field):
+                continue
+            if _is_json(value):
+                metadata[key] = value
+            else:
+                self.report.dropped_metadata[key] += 1
+        doc_id = _record_id(record.get(id_field), where, id_field, "; --id-field names the id field")
+        return self.document(where, number, text, doc_id, metadata)
+
+
+def _record_id(value: Any, where: str, id_field: str, hint: str = "") -> str | None:
+    """A record's id as a string, ``None`` when it has none; :class:`DocumentError` for another value."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
+        raise DocumentError(f"{where}: field {id_field!r} must be a non-empty string or an integer, got "
+                            f"{value!r} ({_json_type(value)}){hint}")
+    return str(value)
+
+
+def _line_number(where: str) -> int:
+    """The line of an :func:`iter_json_lines` ``"FILE:LINE"``."""
+    return int(where.rpartition(":")[2])
+
+
+def _decode(data: bytes, path: Path, first_line: int = 1) -> str:
+    """``data`` (read from ``path`` starting at ``first_line``) as text; not UTF-8 names the line."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = first_line + data[:exc.start].count(b"\n")
+        raise DocumentError(f"{path}:{line}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
+
+
+def _pyarrow():
+    try:
+        import pyarrow
+        import pyarrow.ipc
+        import pyarrow.parquet
+    except ImportError:
+        raise DocumentError("reading Parquet and datasets folders needs pyarrow: pip install pyarrow "
+                            "(critic[arrow])") from None
+    return pyarrow
+
+
+# ------------------------------------------------------------------ formats
+class InputFormat:
+    """One way generations are stored: a ``name``, a one-line ``help``, the ``unit`` made-up ids
+    count (``LINE`` or ``ROW``) and :meth:`documents`.  A new format is a subclass and an entry in
+    :data:`FORMATS`."""
+
+    name: str
+    help: str
+    unit = "LINE"
+
+    def documents(self, path: Path, options: InputOptions, build: _Builder) -> Iterator[Document]:
+        """The documents at ``path``, made with ``build``; :class:`DocumentError` for bad input."""
+        raise NotImplementedError
+
+
+class DocumentsFormat(InputFormat):
+    name = "documents"
+    help = 'the project\'s document JSONL: {"id", "title", "sections": [{"title", "text"}], "metadata"}'
+
+    def documents(self, path, options, build):
+        return iter_jsonl(path)  # documents carry their own sections: options.sections is for free text
+
+
+class TextJsonlFormat(InputFormat):
+    name = "text-jsonl"
+    help = "JSON lines, each an object with the generation in --text-field and its id in --id-field"
+
+    def documents(self, path, options, build):
+        for where, obj in iter_json_lines(path):
+            doc = build.record(where, _line_number(where), obj)
+            if doc is not None:
+                yield doc
+
+
+_UNSET = object()
+_LM_EVAL_NAME = re.compile(r"samples_(?P<task>.+)_\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(\.\d+)?\.jsonl")
+
+
+class LmEvalFormat(InputFormat):
+    """lm-evaluation-harness ``--log_samples`` output, ``samples_TASK_DATE.jsonl``.
+
+    Each line is one document of a task: ``doc_id``, ``doc``, ``target``, ``arguments`` (the requests'
+    arguments), ``resps`` (the raw responses, one list per request) and ``filtered_resps``.  The text
+    is the raw generation ``resps[0][0]`` (a filter may cut it down to an extracted answer), else
+    ``filtered_resps[0]``.  A task with several filters logs each document once per filter, with the
+    same ``resps``: lines of filters other than the first one's are skipped and counted.
+    """
+
+    name = "lm-eval"
+    help = "lm-evaluation-harness per-sample logs (samples_TASK_DATE.jsonl) of a generate_until task"
+
+    def documents(self, path, options, build):
+        task = _LM_EVAL_NAME.fullmatch(path.name)
+        first_filter: Any = _UNSET
+        for where, obj in iter_json_lines(path):
+            if not isinstance(obj, dict) or obj.get("doc_id") is None:
+                raise DocumentError(f"{where}: not an lm-eval sample (an object with 'doc_id'), got "
+                                    + (f"keys {', '.join(obj)}" if isinstance(obj, dict) else f"a {_json_type(obj)}"))
+            if first_filter is _UNSET:
+                first_filter = obj.get("filter")
+            elif obj.get("filter") != first_filter:
+                build.report.skip(f"filter {obj.get('filter')!r} (same generations as {first_filter!r})", where)
+                continue
+            text = _lm_eval_text(obj, where, build.report)
+            doc_id = _record_id(obj["doc_id"], where, "doc_id")
+            metadata = {"task": task["task"]} if task else {}
+            if "target" in obj:
+                metadata["target"] = obj["target"]
+            doc = build.document(where, _line_number(where), text, doc_id, metadata)
+            if doc is not None:
+                yield doc
+
+
+def _lm_eval_text(obj: dict, where: str, report: ReadReport) -> str:
+    resps, filtered = obj.get("resps"), obj.get("filtered_resps")
+    first = resps[0] if _non_empty_list(resps) and _non_empty_list(resps[0]) else None
+    text = first[0] if first else filtered[0] if _non_empty_list(filtered) else None
+    if not isinstance(text, str) or not _takes_generation_arguments(obj.get("arguments")):
+        shown = json.dumps(resps if resps is not None else filtered)
+        raise DocumentError(f"{where}: not the output of a generation task (resps: {shown[:80]}); a "
+                            "loglikelihood task logs [logprob, is_greedy] and loglikelihood_rolling a "
+                            "log-likelihood: criticise the samples of a generate_until task")
+    for _ in (first or [])[1:]:
+        report.skip("repeated samples after the first", where)
+    return text
+
+
+def _non_empty_list(value: Any) -> bool:
+    return isinstance(value, list) and len(value) > 0
+
+
+def _takes_generation_arguments(arguments: Any) -> bool:
+    """Whether the first request is a ``generate_until`` one: ``(context, {generation kwargs})``, as
+    ``{"gen_args_0": {"arg_0": ..., "arg_1": {...}}}`` or (older logs) ``[[context, {...}], ...]``;
+    unknown (absent, empty) arguments are taken on trust."""
+    if isinstance(arguments, dict):
+        first = arguments.get("gen_args_0")
+        first = list(first.values()) if isinstance(first, dict) else first
+    else:
+        first = arguments[0] if isinstance(arguments, list) and arguments else None
+    return first is None or (isinstance(first, list) and len(first) > 1 and isinstance(first[1], dict))
+
+
+class ParquetFormat(InputFormat):
+    name = "parquet"
+    help = "a Parquet file, one generation a row in --text-field (needs pyarrow)"
+    unit = "ROW"
+
+    def documents(self, path, options, build):
+        pa = _pyarrow()
+        if not path.is_file():
+            raise DocumentError(f"{path}: no such file")
+        row = 0
+        try:
+            with pa.parquet.ParquetFile(str(path)) as parquet:
+                for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
+                    for record in batch.to_pylist():
+                        row += 1
+                        doc = build.record(f"{path} row {row}", row, record)
+                        if doc is not None:
+                            yield doc
+        except (pa.ArrowException, OSError) as exc:
+            raise DocumentError(f"{path}: not a readable Parquet file ({exc})") from None
+
+
+class DatasetsFormat(InputFormat):
+    name = "datasets"
+    help = "a folder written by datasets' save_to_disk (state.json and data-*.arrow; needs pyarrow)"
+    unit = "ROW"
+
+    def documents(self, path, options, build):
+        pa = _pyarrow()
+        if not path.is_dir():
+            raise DocumentError(f"{path}: no such folder (a datasets folder holds state.json and data-*.arrow)")
+        if (path / "dataset_dict.json").is_file():
+            splits = _json_file(path / "dataset_dict.json").get("splits")
+            raise DocumentError(f"{path}: a DatasetDict with splits {', '.join(map(str, splits or []))}; "
+                                "point at one of its sub-folders" + (f", e.g. {path / splits[0]}" if splits else ""))
+        state = _json_file(path / "state.json")
+        files = state.get("_data_files")
+        if not isinstance(files, list) or not files or not all(
+                isinstance(f, dict) and isinstance(f.get("filename"), str) for f in files):
+            raise DocumentError(f"{path / 'state.json'}: '_data_files' is not a list of {{\"filename\": ...}}")
+        row = 0
+        for entry in files:
+            file = path / entry["filename"]
+            if not file.is_file():
+                raise DocumentError(f"{file}: no such file (state.json lists it)")
+            try:
+                with pa.memory_map(str(file)) as source:
+                    for batch in pa.ipc.open_stream(source):
+                        for record in batch.to_pylist():
+                            row += 1
+                            doc = build.record(f"{path} row {row}", row, record)
+                            if doc is not None:
+                                yield doc
+            except (pa.ArrowException, OSError) as exc:
+                raise DocumentError(f"{file}: not a readable Arrow stream ({exc})") from None
+
+
+def _json_file(path: Path) -> dict:
+    if not path.is_file():
+        raise DocumentError(f"{path}: no such file")
+    try:
+        value = json.loads(_decode(path.read_bytes(), path))
+    except json.JSONDecodeError as exc:
+        raise DocumentError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    if not isinstance(value, dict):
+        raise DocumentError(f"{path}: expected a JSON object, got a {_json_type(value)}")
+    return value
+
+
+class TextDirFormat(InputFormat):
+    name = "text-dir"
+    help = "a folder of .txt files, one generation each, the file name (less .txt) its id"
+
+    def documents(self, path, options, build):
+        if not path.is_dir():
+            raise DocumentError(f"{path}: no such folder")
+        for number, file in enumerate(sorted(path.iterdir()), start=1):
+            if file.suffix.lower() != ".txt" or not file.is_file():
+                build.report.skip("not a .txt file", str(file))
+                continue
+            doc = build.document(str(file), number, _decode(file.read_bytes(), file).strip(), file.stem)
+            if doc is not None:
+                yield doc
+
+
+class LinesFormat(InputFormat):
+    name = "lines"
+    help = "a text file, one generation a non-blank line"
+
+    def documents(self, path, options, build):
+        if not path.is_file():
+            raise DocumentError(f"{path}: no such file")
+        with open(path, "rb") as fh:
+            for number, raw in enumerate(fh, start=1):
+                line = _decode(raw, path, number).strip()
+                if line:
+                    doc = build.document(f"{path}:{number}", number, line)
+                    if doc is not None:
+                        yield doc
+
+
+class TextFormat(InputFormat):
+    """One text file, generations separated by :attr:`InputOptions.separator`.
+
+    Blank text before the first or after the last separator is no generation (a file may start or
+    end with one); a blank piece in between is an empty generation, skipped and counted.  A made-up
+    id is ``NAME:LINE`` with the line where the generation starts.
+    """
+
+    name = "text"
+    help = "a text file holding several generations separated by --separator"
+
+    def documents(self, path, options, build):
+        if options.separator is None:
+            raise DocumentError(f"{path}: format 'text' needs the separator between generations "
+                                "(--separator STRING); for one generation per line use --format lines")
+        if not path.is_file():
+            raise DocumentError(f"{path}: no such file")
+        pieces = _decode(path.read_bytes(), path).split(options.separator)
+        line, last = 1, len(pieces) - 1
+        for k, piece in enumerate(pieces):
+            generation = piece.strip()
+            start = line + piece[:len(piece) - len(piece.lstrip())].count("\n") if generation else line
+            if generation or 0 < k < last:
+                doc = build.document(f"{path}:{start}", start, generation)
+                if doc is not None:
+                    yield doc
+            line += piece.count("\n") + options.separator.count("\n")
+
+
+FORMATS: dict[str, InputFormat] = {f.name: f for f in (
+    DocumentsFormat(), TextJsonlFormat(), LmEvalFormat(), ParquetFormat(), DatasetsFormat(), TextDirFormat(),
+    LinesFormat(), TextFormat())}
+"""Every input format by name; ``auto`` picks one with :func:`detect_format`."""
+
+
+# ------------------------------------------------------------------ reading
+def detect_format(path: str | Path, options: InputOptions = InputOptions()) -> str:
+    """The format ``auto`` reads ``path`` as; :class:`DocumentError` naming what was looked at when
+    nothing fits.
+
+    A folder is ``datasets`` when it has ``dataset_info.json``, ``state.json`` or
+    ``dataset_dict.json``, else ``text-dir`` when it has ``.txt`` files.  ``.parquet`` is
+    ``parquet``; ``.txt`` is ``text`` when a separator is given.  In a ``.jsonl`` or ``.json`` file
+    the first object decides: ``sections`` makes ``documents``, ``doc_id`` with ``resps`` or
+    ``filtered_resps`` ``lm-eval``, the text field ``text-jsonl``.
+    """
+    path = Path(path)
+    if path.is_dir():
+        names = {p.name for p in path.iterdir()}
+        if names & {"dataset_info.json", "state.json", "dataset_dict.json"}:
+            return "datasets"
+        if any(Path(n).suffix.lower() == ".txt" for n in names):
+            return "text-dir"
+        raise DocumentError(f"{path}: " + ("empty folder" if not names else
+                            "a folder with no .txt files and no dataset_info.json, state.json or dataset_dict.json")
+                            + "; give --format")
+    if not path.is_file():
+        raise DocumentError(f"{path}: no such file or folder")
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        return "parquet"
+    if suffix == ".txt":
+        if options.separator is None:
+            raise DocumentError(f"{path}: a .txt file: give --format lines (one generation per line) or "
+                                "--separator STRING (generations separated by STRING)")
+        return "text"
+    if suffix not in (".jsonl", ".json"):
+        raise DocumentError(f"{path}: cannot tell the format from the suffix {suffix or '(none)'!r} "
+                            "(auto knows .jsonl, .json, .parquet, .txt and folders); give --format")
+    for where, obj in iter_json_lines(path):
+        if not isinstance(obj, dict):
+            raise DocumentError(f"{where}: expected a JSON object per line, got a {_json_type(obj)}")
+        if "sections" in obj or (options.text_field not in obj and _looks_like_sections(obj)):
+            return "documents"  # (a misspelt 'sections' gets the document reader's "did you mean")
+        if "doc_id" in obj and ("resps" in obj or "filtered_resps" in obj):
+            return "lm-eval"
+        if options.text_field in obj:
+            return "text-jsonl"
+        raise DocumentError(f"{where}: cannot tell the format: no 'sections' (documents), no 'doc_id' with "
+                            f"'resps' (lm-eval), no {options.text_field!r} (text-jsonl); keys: {', '.join(obj)}; "
+                            "name the text field with --text-field or give --format")
+    raise DocumentError(f"{path}: holds no documents (the file is empty)")
+
+
+def _looks_like_sections(obj: dict) -> bool:
+    import difflib
+
+    return any(difflib.get_close_matches(str(key), ["sections"], n=1, cutoff=0.75) for key in obj)
+
+
+def iter_documents(path: str | Path, options: InputOptions = InputOptions(), *, name: str | None = None,
+                   report: ReadReport | None = None) -> Iterator[Document]:
+    """Yield the documents at ``path`` as ``options`` say, filling ``report`` as it goes.
+
+    ``name`` (made-up ids are ``NAME:LINE``) defaults to the file's stem, or a folder's name.
+    """
+    path = Path(path)
+    fmt = detect_format(path, options) if options.format == "auto" else options.format
+    report = ReadReport() if report is None else report
+    report.path, report.format = str(path), fmt
+    report.name = name if name is not None else path.name if path.is_dir() else path.stem
+    for doc in FORMATS[fmt].documents(path, options, _Builder(report.name, options, report)):
+        report.n_read += 1
+        yield doc
+
+
+def read_documents(path: str | Path, options: InputOptions = InputOptions(), *, name: str | None = None,
+                   report: ReadReport | None = None) -> list[Document]:
+    """Every document at ``path`` (see :func:`iter_documents`); none is an error (nothing to criticise)."""
+    report = ReadReport() if report is None else report
+    docs = list(iter_documents(path, options, name=name, report=report))
+    if not docs:
+        raise DocumentError(f"{path}: holds no documents" + (f"; {report.skips()}" if report.skipped else ""))
+    return docs

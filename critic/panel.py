@@ -1,0 +1,161 @@
+"""Several critics over the same sets of documents: one result, one list of flagged documents.
+
+A researcher criticises a model's generations with every critic that applies (section order,
+coreference, topics, language mix) and wants to see them together: the set statistics of each critic
+side by side, and the documents that one critic or several flag as outliers.  :func:`criticize_panel`
+runs :func:`critic.criticism.criticize` once per critic (each set projected once per critic) and
+returns a :class:`PanelResult`; :func:`load_results` reads any report directory back into result
+objects.
+
+A document is **flagged** by a critic when it is among that critic's ``top`` least likely documents
+of its set (smallest outlier p-value) and its outlier p-value is at most ``level``.  Flags are grouped
+by document, so a generation several critics flag is listed once, with every critic's reason.
+
+``results.json`` of a panel::
+
+    {"schema_version": 1, "kind": "panel", "critics": {LABEL: <a CriticismResult's results.json>},
+     "reads": {SET: {"path", "format", "n_read", "skipped", ...}}, "flags": {"level", "top"}}
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from .critic import Critic
+from .criticism import criticize
+from .document import Document, DocumentError, iter_json_lines
+from .results import SCHEMA_VERSION, CriticismResult, DocumentResult, json_ready
+
+__all__ = ["Flag", "PanelResult", "criticize_panel", "load_results", "FLAG_LEVEL", "FLAG_TOP"]
+
+FLAG_LEVEL = 0.01
+"""Default outlier p-value at or below which a document can be flagged."""
+FLAG_TOP = 20
+"""Default number of least likely documents per critic and set that can be flagged."""
+
+
+@dataclass
+class Flag:
+    """One flagged document: its set, id, and each flagging critic's result for it (label -> result)."""
+
+    set: str
+    id: str
+    by: dict[str, DocumentResult]
+
+    @property
+    def min_p_value(self) -> float:
+        return min(d.outlier_p_value for d in self.by.values())
+
+
+@dataclass
+class PanelResult:
+    """The results of several critics (label -> :class:`CriticismResult`) over the same named sets."""
+
+    results: dict[str, CriticismResult]
+    reads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """How each set was read (path, format, documents read, skipped lines by reason), by set name."""
+    level: float = FLAG_LEVEL
+    top: int = FLAG_TOP
+
+    def __post_init__(self) -> None:
+        if not self.results:
+            raise ValueError("a panel needs at least one critic's result")
+        names = {label: [s.name for s in r.sets] for label, r in self.results.items()}
+        first = next(iter(names.values()))
+        for label, sets in names.items():
+            if sets != first:
+                raise ValueError(f"critic {label!r} has the sets {sets}, the others {first}: a panel compares "
+                                 "the same sets")
+
+    @property
+    def set_names(self) -> list[str]:
+        return [s.name for s in next(iter(self.results.values())).sets]
+
+    @property
+    def reference_name(self) -> str:
+        return self.set_names[0]
+
+    def flagged(self) -> list[Flag]:
+        """The candidate documents flagged by at least one critic; most critics first, then smallest
+        p-value, then set and id (see the module docstring)."""
+        by_doc: dict[tuple[str, str], dict[str, DocumentResult]] = defaultdict(dict)
+        for label, result in self.results.items():
+            for s in result.candidates.values():
+                least = sorted(s.documents, key=lambda d: (d.outlier_p_value, -d.latent_nll_per_step, d.id))
+                for d in least[:self.top]:
+                    if d.outlier_p_value <= self.level:
+                        by_doc[(s.name, d.id)][label] = d
+        flags = [Flag(set_name, doc_id, by) for (set_name, doc_id), by in by_doc.items()]
+        order = {name: k for k, name in enumerate(self.set_names)}
+        flags.sort(key=lambda f: (-len(f.by), f.min_p_value, order[f.set], f.id))
+        return flags
+
+    def to_dict(self) -> dict:
+        """The ``results.json`` payload of the panel."""
+        return json_ready({"schema_version": SCHEMA_VERSION, "kind": "panel",
+                           "critics": {label: r.to_dict() for label, r in self.results.items()},
+                           "reads": self.reads, "flags": {"level": self.level, "top": self.top}})
+
+    def __str__(self) -> str:
+        return "\n\n".join(str(r) for r in self.results.values())
+
+
+def criticize_panel(critics: Mapping[str, Critic], reference: Sequence[Document],
+                    candidates: Mapping[str, Sequence[Document]], *, reads: Mapping[str, dict] | None = None,
+                    level: float = FLAG_LEVEL, top: int = FLAG_TOP, **criticize_kwargs) -> PanelResult:
+    """:func:`~critic.criticism.criticize` with each critic (label -> fitted critic) over the same sets;
+    ``criticize_kwargs`` (``reference_name``, ``paths``, ``n_bootstrap``, ``seed``, ...) go to each call."""
+    if not critics:
+        raise ValueError("give at least one critic")
+    if not 0.0 < level <= 1.0:
+        raise ValueError(f"flag level must lie in (0, 1], got {level!r}")
+    results = {label: criticize(critic, reference, candidates, **criticize_kwargs) for label, critic in critics.items()}
+    return PanelResult(results, reads=dict(reads or {}), level=level, top=top)
+
+
+def _documents(path: Path) -> dict[tuple[str | None, str], list[DocumentResult]]:
+    """``documents.jsonl`` as (critic label or None, set) -> per-document results (skips left out: they
+    are in ``results.json``)."""
+    out: dict[tuple[str | None, str], list[DocumentResult]] = defaultdict(list)
+    if not path.is_file():
+        return out
+    for where, row in iter_json_lines(path):
+        if "skipped" in row:
+            continue
+        try:
+            out[(row.get("critic"), row["set"])].append(DocumentResult.from_dict(
+                {k: v for k, v in row.items() if k not in ("critic", "set")}))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DocumentError(f"{where}: not a per-document result ({type(exc).__name__}: {exc})") from None
+    return out
+
+
+def load_results(path: str | Path) -> CriticismResult | PanelResult:
+    """A report directory (or its ``results.json``) back as result objects: a :class:`PanelResult` for a
+    panel, a :class:`CriticismResult` for one critic; per-document results from ``documents.jsonl``."""
+    path = Path(path)
+    directory = path if path.is_dir() else path.parent
+    results_path = directory / "results.json" if path.is_dir() else path
+    try:
+        payload = json.loads(results_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DocumentError(f"{results_path}: no such file (is {directory} a report directory?)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DocumentError(f"{results_path}: not a results file ({exc})") from None
+    documents = _documents(directory / "documents.jsonl")
+    try:
+        if payload.get("kind") == "panel":
+            results = {label: CriticismResult.from_dict(obj, {s: d for (c, s), d in documents.items() if c == label})
+                       for label, obj in payload["critics"].items()}
+            flags = payload.get("flags", {})
+            return PanelResult(results, reads=dict(payload.get("reads", {})),
+                               level=flags.get("level", FLAG_LEVEL), top=flags.get("top", FLAG_TOP))
+        return CriticismResult.from_dict(payload, {s: d for (_, s), d in documents.items()})
+    except (KeyError, TypeError) as exc:
+        raise DocumentError(f"{results_path}: not a results file (missing or malformed {exc})") from None
+    except ValueError as exc:
+        raise DocumentError(f"{results_path}: {exc}") from None

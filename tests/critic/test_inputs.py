@@ -1,0 +1,458 @@
+"""critic.inputs: every input format on real files (Parquet and Arrow written with pyarrow), auto-detection,
+sections, made-up ids, the read report and bad input (a DocumentError naming the file and line or row)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+
+import pytest
+
+from critic import inputs
+from critic.document import Document, DocumentError, Section, write_jsonl
+from critic.inputs import FORMATS, InputOptions, ReadReport, detect_format, iter_documents, read_documents, \
+    split_sections
+
+import pyarrow as pa  # noqa: E402  (critic[arrow]: installed by .ci/install.sh, never skipped)
+import pyarrow.ipc  # noqa: E402,F401  (pa.ipc)
+import pyarrow.parquet as pq  # noqa: E402
+
+
+def write_lines(path, *objs):
+    """A JSON-lines file; a string is written as the line itself."""
+    path.write_text("".join((o if isinstance(o, str) else json.dumps(o)) + "\n" for o in objs), encoding="utf-8")
+    return path
+
+
+def untitled(doc_id, text):
+    return Document(doc_id, (Section(None, text),))
+
+
+def raises(path, options=InputOptions(), **kw) -> str:
+    with pytest.raises(DocumentError) as err:
+        read_documents(path, options, **kw)
+    return str(err.value)
+
+
+# ------------------------------------------------------------------ documents
+def test_documents_are_read_by_the_projects_reader(tmp_path):
+    docs = [Document("a", (Section("Intro", "x y"), Section(None, "z")), title="A", metadata={"k": 1}),
+            Document("b", (Section("Só", "ünïcode"),))]
+    path = write_jsonl(docs, tmp_path / "d.jsonl")
+    report = ReadReport()
+    back = read_documents(path, report=report)
+    assert back == docs
+    assert [d.metadata for d in back] == [{"k": 1}, {}]
+    assert (report.format, report.n_read, report.generated_ids) == ("documents", 2, 0)
+    assert report.summary() == f"{path}: 2 documents (documents)"
+    assert "unknown key 'sectons'" in raises(write_lines(tmp_path / "e.jsonl", {"id": "a", "sectons": []}),
+                                             InputOptions(format="documents"))
+
+
+def test_documents_keep_their_own_sections_and_a_misspelt_key_is_named(tmp_path):
+    """--sections is for free text: a command reading a reference of documents and free-text generations
+    with --sections markdown reads the documents as they are."""
+    path = write_jsonl([Document("a", (Section("# not a heading", "x\n# nor this"),))], tmp_path / "d.jsonl")
+    assert read_documents(path, InputOptions(sections="markdown")) == read_documents(path)
+    typo = write_lines(tmp_path / "t.jsonl", {"id": "a", "sectons": []})  # auto-detected as documents
+    assert "unknown key 'sectons' (did you mean 'sections'?)" in raises(typo, InputOptions())
+
+
+# ------------------------------------------------------------------ text-jsonl
+def test_text_jsonl_ids_metadata_and_report(tmp_path):
+    path = write_lines(tmp_path / "gens.jsonl", {"id": "a", "text": "first", "model": "m1", "score": 0.5},
+                       {"id": 7, "text": "second"}, "", {"text": "third", "prompt": {"p": [1]}},
+                       {"id": None, "text": "fourth"}, {"id": "e", "text": "  \n "})
+    report = ReadReport()
+    docs = read_documents(path, report=report)
+    assert docs == [untitled("a", "first"), untitled("7", "second"), untitled("gens:4", "third"),
+                    untitled("gens:5", "fourth")]
+    assert [d.metadata for d in docs] == [{"model": "m1", "score": 0.5}, {}, {"prompt": {"p": [1]}}, {}]
+    assert (report.format, report.n_read, report.generated_ids) == ("text-jsonl", 4, 2)
+    assert report.skipped == {"empty text": 1} and report.examples == {"empty text": f"{path}:6"}
+    assert report.summary() == (f"{path}: 4 documents (text-jsonl); skipped 1: empty text (first at {path}:6); "
+                                "2 ids made as gens:LINE")
+    assert report.to_dict() == {"path": str(path), "format": "text-jsonl", "n_read": 4,
+                                "skipped": {"empty text": 1}, "examples": {"empty text": f"{path}:6"},
+                                "generated_ids": 2, "dropped_metadata": {}}
+
+
+def test_text_jsonl_other_fields_and_name(tmp_path):
+    path = write_lines(tmp_path / "gens.jsonl", {"uid": "u1", "output": "one", "text": "prompt"}, {"output": "two"})
+    options = InputOptions(format="text-jsonl", text_field="output", id_field="uid")
+    docs = read_documents(path, options, name="run1")
+    assert docs == [untitled("u1", "one"), untitled("run1:2", "two")]
+    assert docs[0].metadata == {"text": "prompt"}
+
+
+def test_all_empty_is_an_error_that_says_what_was_skipped(tmp_path):
+    path = write_lines(tmp_path / "gens.jsonl", {"text": ""}, {"text": " "})
+    assert raises(path) == f"{path}: holds no documents; skipped 2: empty text (first at {path}:1)"
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'{"text": "a"}\n{"text": \n', ":2: invalid JSON"),
+    (b'{"text": "a"}\n{"text": "\xff"}\n', ":2: line is not valid UTF-8"),
+    (b'{"text": "a"}\n{"output": "b", "id": "x"}\n',
+     ":2: no 'text' field (keys: output, id); name the field holding the generation with --text-field"),
+    (b'{"text": "a"}\n{"text": ["b"]}\n', ":2: field 'text' is a list, not a string"),
+    (b'{"text": "a"}\n{"text": null}\n', ":2: field 'text' is a null, not a string"),
+    (b'{"id": "x", "text": "a"}\n{"id": "x", "text": "b"}\n', ":2: duplicate document id 'x' (first at "),
+    (b'{"id": true, "text": "a"}\n', ":1: field 'id' must be a non-empty string or an integer, got True"),
+    (b'{"id": 1.5, "text": "a"}\n', ":1: field 'id' must be a non-empty string or an integer, got 1.5"),
+    (b'{"text": "a"}\n[1]\n', ":2: expected a JSON object, got a list"),
+    (b'', ": holds no documents"),
+])
+def test_text_jsonl_bad_input(tmp_path, content, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(content)
+    text = raises(path, InputOptions(format="text-jsonl"))
+    assert text.startswith(str(path)) and message in text
+    if "duplicate" in message:
+        assert text == f"{path}:2: duplicate document id 'x' (first at {path}:1)"
+
+
+# ------------------------------------------------------------------ sections
+MARKDOWN = """Opening words.
+
+# Intro
+First part.
+
+## Method
+```python
+# a comment, not a heading
+x = 1
+```
+####### seven hashes is text
+#no-space is text
+
+# Empty
+"""
+
+
+def test_split_sections_markdown_separator_none():
+    assert split_sections(MARKDOWN, "markdown") == [
+        Section(None, "Opening words."), Section("Intro", "First part."),
+        Section("Method", "```python\n# a comment, not a heading\nx = 1\n```\n####### seven hashes is text\n"
+                          "#no-space is text"),
+        Section("Empty", "")]
+    assert split_sections("\n\n# Only\nbody", "markdown") == [Section("Only", "body")]
+    assert split_sections("no headings\n", "markdown") == [Section(None, "no headings")]
+    assert split_sections(" a \n---\n\n---\nb\n---", "separator:---") == [Section(None, "a"), Section(None, "b")]
+    assert split_sections(" keep \n", "none") == [Section(None, " keep \n")]
+
+
+def test_sections_option_through_the_reader(tmp_path):
+    path = write_lines(tmp_path / "g.jsonl", {"id": "m", "text": MARKDOWN}, {"id": "s", "text": "a||b||"},
+                       {"id": "blank", "text": "||  ||"})
+    docs = read_documents(path, InputOptions(sections="separator:||"))
+    assert docs == [untitled("m", MARKDOWN.strip()), Document("s", (Section(None, "a"), Section(None, "b")))]
+    report = ReadReport()
+    docs = read_documents(path, InputOptions(sections="markdown"), report=report)
+    assert [d.section_titles for d in docs] == [[None, "Intro", "Method", "Empty"], [None], [None]]
+    assert report.skipped == {}
+
+
+def test_options_are_checked():
+    with pytest.raises(DocumentError, match="unknown input format 'csv'; choose auto, documents, text-jsonl"):
+        InputOptions(format="csv")
+    with pytest.raises(DocumentError, match="unknown sections mode 'separator:'"):
+        InputOptions(sections="separator:")
+    with pytest.raises(DocumentError, match="unknown sections mode 'headings'"):
+        InputOptions(sections="headings")
+    with pytest.raises(DocumentError, match="the separator between generations is empty"):
+        InputOptions(separator="")
+
+
+# ------------------------------------------------------------------ lm-eval
+def lm_sample(doc_id, resps, *, filtered=None, arguments=None, flt="none", target="t"):
+    args = {"gen_args_0": {"arg_0": f"prompt {doc_id}", "arg_1": {"until": ["\n\n"], "do_sample": False}}}
+    return {"doc_id": doc_id, "doc": {"question": f"q{doc_id}"}, "target": target,
+            "arguments": args if arguments is None else arguments, "resps": resps,
+            "filtered_resps": [resps[0][0]] if filtered is None else filtered, "filter": flt,
+            "metrics": ["exact_match"], "doc_hash": "h", "prompt_hash": "p", "target_hash": "t", "exact_match": 0.0}
+
+
+LM_NAME = "samples_story_gen_2024-05-01T12-34-56.123456.jsonl"
+
+
+def test_lm_eval_generations(tmp_path):
+    path = write_lines(tmp_path / LM_NAME, lm_sample(0, [[" Once upon a time."]], target="42"),
+                       lm_sample(1, [["A story.", "Another.", "Third."]]),
+                       lm_sample(2, [["Old log."]], arguments=[["prompt", {"until": []}]]),
+                       lm_sample(3, [["  "]]))
+    report = ReadReport()
+    docs = read_documents(path, report=report)
+    assert docs == [untitled("0", " Once upon a time."), untitled("1", "A story."), untitled("2", "Old log.")]
+    assert [d.metadata for d in docs] == [{"task": "story_gen", "target": "42"}, {"task": "story_gen", "target": "t"},
+                                          {"task": "story_gen", "target": "t"}]
+    assert report.format == "lm-eval" and report.generated_ids == 0
+    assert report.skipped == {"repeated samples after the first": 2, "empty text": 1}
+    assert report.summary() == (f"{path}: 3 documents (lm-eval); skipped 3: repeated samples after the first ×2 "
+                                f"(first at {path}:2), empty text ×1 (first at {path}:4)")
+
+
+def test_lm_eval_reads_the_raw_generation_once_per_document(tmp_path):
+    """gsm8k-style: two filters log each document twice; the text is the raw response, not the extracted answer."""
+    path = write_lines(tmp_path / "samples_gsm8k_2024-05-01T12-34-56.jsonl",
+                       lm_sample(0, [["So 6 * 7 = 42.\n#### 42"]], filtered=["42"], flt="strict-match"),
+                       lm_sample(1, [["It is 5."]], filtered=["[invalid]"], flt="strict-match"),
+                       lm_sample(0, [["So 6 * 7 = 42.\n#### 42"]], filtered=["42"], flt="flexible-extract"),
+                       lm_sample(1, [["It is 5."]], filtered=["5"], flt="flexible-extract"))
+    report = ReadReport()
+    docs = read_documents(path, report=report)
+    assert docs == [untitled("0", "So 6 * 7 = 42.\n#### 42"), untitled("1", "It is 5.")]
+    assert docs[0].metadata == {"task": "gsm8k", "target": "t"}
+    reason = "filter 'flexible-extract' (same generations as 'strict-match')"
+    assert report.skipped == {reason: 2} and report.examples == {reason: f"{path}:3"}
+
+
+def test_lm_eval_filtered_only_and_unnamed_file(tmp_path):
+    sample = {"doc_id": "d9", "target": "x", "filtered_resps": ["only filtered"]}
+    docs = read_documents(write_lines(tmp_path / "mine.jsonl", sample))
+    assert docs == [untitled("d9", "only filtered")] and docs[0].metadata == {"target": "x"}
+
+
+@pytest.mark.parametrize("line2, message", [
+    (lm_sample(1, [[["-1.25", "False"]]], filtered=[["-1.25", "False"]],
+               arguments={"gen_args_0": {"arg_0": "ctx", "arg_1": " continuation"}}),
+     ':2: not the output of a generation task (resps: [[["-1.25", "False"]]]); a loglikelihood task'),
+    (lm_sample(1, [["-123.5"]], arguments={"gen_args_0": {"arg_0": "a whole text"}}),
+     ':2: not the output of a generation task (resps: [["-123.5"]])'),
+    (lm_sample(0, [["again"]]), ":2: duplicate document id '0' (first at "),
+    ({"doc": {}, "resps": [["x"]]}, ":2: not an lm-eval sample (an object with 'doc_id'), got keys doc, resps"),
+])
+def test_lm_eval_bad_input(tmp_path, line2, message):
+    path = write_lines(tmp_path / LM_NAME, lm_sample(0, [["fine"]]), line2)
+    text = raises(path, InputOptions(format="lm-eval"))
+    assert text.startswith(f"{path}:2: ") and message in text
+    if "duplicate" in message:
+        assert text.endswith(f"(first at {path}:1)")
+
+
+# ------------------------------------------------------------------ parquet
+def test_parquet_in_batches(tmp_path, monkeypatch):
+    monkeypatch.setattr(inputs, "BATCH_ROWS", 2)
+    when = datetime.datetime(2024, 5, 1)
+    table = pa.table({"id": ["a", "b", None, "d", "e"], "text": ["one", "", "three", "# T\nfour", "five"],
+                      "n": [1, 2, 3, 4, 5], "when": [when] * 5, "x": [0.5, float("nan"), 1.0, 2.0, 3.0]})
+    path = tmp_path / "gens.parquet"
+    pq.write_table(table, path, row_group_size=2)
+    report = ReadReport()
+    docs = read_documents(path, InputOptions(sections="markdown"), report=report)
+    assert docs == [untitled("a", "one"), untitled("gens:3", "three"), Document("d", (Section("T", "four"),)),
+                    untitled("e", "five")]
+    assert [d.metadata for d in docs] == [{"n": 1, "x": 0.5}, {"n": 3, "x": 1.0}, {"n": 4, "x": 2.0},
+                                          {"n": 5, "x": 3.0}]
+    assert report.summary() == (f"{path}: 4 documents (parquet); skipped 1: empty text (first at {path} row 2); "
+                                "1 ids made as gens:ROW; not JSON, left out of metadata: when ×5, x ×1")
+
+
+@pytest.mark.parametrize("columns, message", [
+    ({"output": ["x"]}, " row 1: no 'text' field (keys: output); name the field"),
+    ({"text": [3]}, " row 1: field 'text' is a number, not a string"),
+    ({"text": ["x", "y"], "id": [1, 1]}, " row 2: duplicate document id '1' (first at "),
+])
+def test_parquet_bad_rows(tmp_path, columns, message):
+    path = tmp_path / "gens.parquet"
+    pq.write_table(pa.table(columns), path)
+    text = raises(path, InputOptions(format="parquet"))
+    assert text.startswith(str(path)) and message in text
+
+
+def test_parquet_corrupt_empty_and_no_pyarrow(tmp_path, monkeypatch):
+    good = tmp_path / "good.parquet"
+    pq.write_table(pa.table({"text": ["x" * 100] * 50}), good)
+    corrupt = tmp_path / "corrupt.parquet"
+    corrupt.write_bytes(good.read_bytes()[:-40])
+    assert raises(corrupt).startswith(f"{corrupt}: not a readable Parquet file (")
+    empty = tmp_path / "empty.parquet"
+    pq.write_table(pa.table({"text": pa.array([], pa.string())}), empty)
+    assert raises(empty) == f"{empty}: holds no documents"
+    for module in ("pyarrow", "pyarrow.parquet", "pyarrow.ipc"):
+        monkeypatch.setitem(sys.modules, module, None)
+    assert raises(good) == "reading Parquet and datasets folders needs pyarrow: pip install pyarrow (critic[arrow])"
+
+
+# ------------------------------------------------------------------ datasets (save_to_disk)
+def save_to_disk(folder, *tables):
+    """The layout datasets' Dataset.save_to_disk writes: Arrow IPC streams, state.json, dataset_info.json."""
+    folder.mkdir()
+    files = [f"data-{k:05d}-of-{len(tables):05d}.arrow" for k in range(len(tables))]
+    for name, table in zip(files, tables):
+        with pa.OSFile(str(folder / name), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table, max_chunksize=1)
+    (folder / "state.json").write_text(json.dumps({
+        "_data_files": [{"filename": name} for name in files], "_fingerprint": "f00d", "_format_columns": None,
+        "_format_kwargs": {}, "_format_type": None, "_output_all_columns": False, "_split": None}))
+    (folder / "dataset_info.json").write_text(json.dumps({
+        "citation": "", "description": "", "features": {"text": {"dtype": "string", "_type": "Value"}},
+        "homepage": "", "license": ""}))
+    return folder
+
+
+def test_datasets_folder(tmp_path):
+    folder = save_to_disk(tmp_path / "gens", pa.table({"text": ["one", "two"], "label": [0, 1]}),
+                          pa.table({"text": [" ", "four"], "label": [2, 3]}))
+    report = ReadReport()
+    docs = read_documents(folder, report=report)
+    assert docs == [untitled("gens:1", "one"), untitled("gens:2", "two"), untitled("gens:4", "four")]
+    assert [d.metadata for d in docs] == [{"label": 0}, {"label": 1}, {"label": 3}]
+    assert report.summary() == (f"{folder}: 3 documents (datasets); skipped 1: empty text (first at {folder} row 3); "
+                                "3 ids made as gens:ROW")
+
+
+def test_datasets_reads_files_in_state_json_order(tmp_path):
+    folder = save_to_disk(tmp_path / "gens", pa.table({"text": ["a"]}), pa.table({"text": ["b"]}))
+    state = json.loads((folder / "state.json").read_text())
+    state["_data_files"].reverse()
+    (folder / "state.json").write_text(json.dumps(state))
+    assert [d.text for d in read_documents(folder)] == ["b", "a"]
+
+
+def test_datasets_bad_folders(tmp_path):
+    folder = save_to_disk(tmp_path / "missing", pa.table({"text": ["a"]}), pa.table({"text": ["b"]}))
+    (folder / "data-00001-of-00002.arrow").unlink()
+    assert raises(folder) == f"{folder / 'data-00001-of-00002.arrow'}: no such file (state.json lists it)"
+
+    folder = save_to_disk(tmp_path / "corrupt", pa.table({"text": ["a" * 200] * 20}))
+    arrow = folder / "data-00000-of-00001.arrow"
+    arrow.write_bytes(arrow.read_bytes()[:300])
+    assert raises(folder).startswith(f"{arrow}: not a readable Arrow stream (")
+
+    folder = save_to_disk(tmp_path / "nostate", pa.table({"text": ["a"]}))
+    (folder / "state.json").write_text('{"_data_files": "data.arrow"}')
+    assert raises(folder) == f"{folder / 'state.json'}: '_data_files' is not a list of {{\"filename\": ...}}"
+
+    (folder / "state.json").write_text('{"_data_files": [')
+    assert raises(folder) == f"{folder / 'state.json'}:1: invalid JSON (Expecting value)"
+
+    folder = tmp_path / "dd"
+    save_to_disk(folder, pa.table({"text": ["a"]})).rename(tmp_path / "train")
+    folder.mkdir()
+    (folder / "dataset_dict.json").write_text(json.dumps({"splits": ["train", "test"]}))
+    assert detect_format(folder) == "datasets"
+    assert raises(folder) == (f"{folder}: a DatasetDict with splits train, test; point at one of its sub-folders, "
+                              f"e.g. {folder / 'train'}")
+
+
+# ------------------------------------------------------------------ text-dir, lines, text
+def test_text_dir(tmp_path):
+    folder = tmp_path / "stories"
+    folder.mkdir()
+    (folder / "b.txt").write_text("Bee story.\n")
+    (folder / "a.txt").write_text("# Title\nAy story.")
+    (folder / "c.txt").write_text("\n")
+    (folder / "notes.md").write_text("not read")
+    report = ReadReport()
+    docs = read_documents(folder, InputOptions(sections="markdown"), report=report)
+    assert docs == [Document("a", (Section("Title", "Ay story."),)), untitled("b", "Bee story.")]
+    assert report.summary() == (f"{folder}: 2 documents (text-dir); skipped 2: empty text ×1 (first at "
+                                f"{folder / 'c.txt'}), not a .txt file ×1 (first at {folder / 'notes.md'})")
+    (folder / "d.txt").write_bytes(b"ok\nbad \xff byte")
+    assert raises(folder) == f"{folder / 'd.txt'}:2: not valid UTF-8 (invalid start byte at byte 7)"
+
+
+def test_empty_folders(tmp_path):
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    assert raises(folder) == f"{folder}: empty folder; give --format"
+    assert raises(folder, InputOptions(format="text-dir")) == f"{folder}: holds no documents"
+    (folder / "x.csv").write_text("a,b\n")
+    assert raises(folder) == (f"{folder}: a folder with no .txt files and no dataset_info.json, state.json or "
+                              "dataset_dict.json; give --format")
+
+
+def test_lines(tmp_path):
+    path = tmp_path / "gens.txt"
+    path.write_text("first generation\n\n  second one  \n   \nthird\n")
+    report = ReadReport()
+    docs = read_documents(path, InputOptions(format="lines"), report=report)
+    assert docs == [untitled("gens:1", "first generation"), untitled("gens:3", "second one"),
+                    untitled("gens:5", "third")]
+    assert report.summary() == f"{path}: 3 documents (lines); 3 ids made as gens:LINE"
+    path.write_bytes(b"fine\nnot \xc3( fine\n")
+    assert raises(path, InputOptions(format="lines")) == f"{path}:2: not valid UTF-8 (invalid continuation byte at byte 4)"
+    path.write_bytes(b"\n \n")
+    assert raises(path, InputOptions(format="lines")) == f"{path}: holds no documents"
+
+
+def test_text_with_separator(tmp_path):
+    path = tmp_path / "gens.txt"
+    path.write_text("<|sep|>\nOne\ngeneration.\n<|sep|>\n\n# H\nTwo.\n<|sep|>\n  \n<|sep|>Three.\n<|sep|>\n")
+    report = ReadReport()
+    docs = read_documents(path, InputOptions(separator="<|sep|>", sections="markdown"), report=report)
+    assert docs == [untitled("gens:2", "One\ngeneration."), Document("gens:6", (Section("H", "Two."),)),
+                    untitled("gens:10", "Three.")]
+    assert report.skipped == {"empty text": 1} and report.examples == {"empty text": f"{path}:8"}
+    assert read_documents(path, InputOptions(separator="no such separator"))[0].id == "gens:1"
+
+
+def test_text_needs_a_separator(tmp_path):
+    path = tmp_path / "gens.txt"
+    path.write_text("a\nb\n")
+    assert raises(path) == (f"{path}: a .txt file: give --format lines (one generation per line) or "
+                            "--separator STRING (generations separated by STRING)")
+    assert raises(path, InputOptions(format="text")) == (
+        f"{path}: format 'text' needs the separator between generations (--separator STRING); "
+        "for one generation per line use --format lines")
+    path.write_bytes(b"a\n---\n\xff")
+    assert raises(path, InputOptions(separator="---")) == f"{path}:3: not valid UTF-8 (invalid start byte at byte 6)"
+
+
+# ------------------------------------------------------------------ auto-detection
+def test_detect_format(tmp_path):
+    cases = {
+        "d.jsonl": {"id": "a", "sections": []},
+        "lm.jsonl": {"doc_id": 0, "filtered_resps": ["x"]},
+        "t.json": {"text": "x"},
+    }
+    for name, obj in cases.items():
+        write_lines(tmp_path / name, "", obj)
+    write_lines(tmp_path / "o.jsonl", {"output": "x"})
+    pq.write_table(pa.table({"text": ["x"]}), tmp_path / "p.parquet")
+    save_to_disk(tmp_path / "ds", pa.table({"text": ["x"]}))
+    (tmp_path / "txts").mkdir()
+    (tmp_path / "txts" / "a.TXT").write_text("x")
+    (tmp_path / "g.txt").write_text("x")
+    assert {n: detect_format(tmp_path / n) for n in ("d.jsonl", "lm.jsonl", "t.json", "p.parquet", "ds", "txts")} == {
+        "d.jsonl": "documents", "lm.jsonl": "lm-eval", "t.json": "text-jsonl", "p.parquet": "parquet",
+        "ds": "datasets", "txts": "text-dir"}
+    assert detect_format(tmp_path / "o.jsonl", InputOptions(text_field="output")) == "text-jsonl"
+    assert detect_format(tmp_path / "g.txt", InputOptions(separator="\n\n")) == "text"
+    assert set(FORMATS) == {"documents", "text-jsonl", "lm-eval", "parquet", "datasets", "text-dir", "lines", "text"}
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("o.jsonl", b'\n{"output": "x", "id": 1}\n',
+     ":2: cannot tell the format: no 'sections' (documents), no 'doc_id' with 'resps' (lm-eval), no 'text' "
+     "(text-jsonl); keys: output, id; name the text field with --text-field or give --format"),
+    ("l.jsonl", b'["x"]\n', ":1: expected a JSON object per line, got a list"),
+    ("j.jsonl", b'{"text": \n', ":1: invalid JSON"),
+    ("e.jsonl", b"\n\n", ": holds no documents (the file is empty)"),
+    ("g.csv", b"text\nx\n", ": cannot tell the format from the suffix '.csv' (auto knows .jsonl, .json, .parquet, "
+                            ".txt and folders); give --format"),
+])
+def test_detect_format_says_what_it_looked_at(tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(DocumentError) as err:
+        detect_format(path)
+    assert str(err.value).startswith(f"{path}{message}")
+
+
+def test_missing_paths(tmp_path):
+    assert raises(tmp_path / "nope.jsonl") == f"{tmp_path / 'nope.jsonl'}: no such file or folder"
+    assert raises(tmp_path / "nope.parquet", InputOptions(format="parquet")) == f"{tmp_path / 'nope.parquet'}: no such file"
+    assert raises(tmp_path / "nope", InputOptions(format="datasets")).startswith(f"{tmp_path / 'nope'}: no such folder")
+
+
+def test_iter_documents_is_lazy_and_fills_the_report(tmp_path):
+    path = write_lines(tmp_path / "gens.jsonl", {"text": "a"}, {"text": "b"}, "{broken")
+    report = ReadReport()
+    docs = iter_documents(path, report=report)
+    assert next(docs) == untitled("gens:1", "a") and report.n_read == 1
+    assert next(docs) == untitled("gens:2", "b") and report.n_read == 2
+    with pytest.raises(DocumentError, match=":3: invalid JSON"):
+        next(docs)

@@ -1,0 +1,101 @@
+"""``critic report``: a user's free-text generations against real documents under several fitted critics (the
+man-page section critic and an LDA topic critic), one report; every number checked against scoring the same
+documents directly."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from critic import Critic
+from critic.cli import main
+from critic.corrupt import corrupt_all
+from critic.document import Document, Section, read_jsonl
+from critic.panel import PanelResult, load_results
+
+
+def markdown(doc: Document) -> str:
+    """A generation as a model would write it: Markdown headings over the section texts."""
+    return "\n\n".join(f"## {s.title}\n{s.text}" for s in doc.sections)
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory, fixture_manpage_root):
+    tmp = tmp_path_factory.mktemp("report")
+    data = tmp / "data"
+    assert main(["data", "build", "manpages", "--root", str(fixture_manpage_root), "--no-install", "--out",
+                 str(data)]) == 0
+    assert main(["fit", "sections", "--train", str(data / "train.jsonl"), "--out", str(tmp / "sections"),
+                 "--params", '{"delta": 0.1}']) == 0
+    assert main(["fit", "lda", "--train", str(data / "train.jsonl"), "--out", str(tmp / "topics"),
+                 "--params", '{"passes": 2, "num_topics": 3}']) == 0
+    test = read_jsonl(data / "test.jsonl")
+    generations = test + corrupt_all(test, "permuted", seed=2)
+    lines = [{"text": markdown(d)} for d in generations] + [{"text": "   "}]  # the last one is empty
+    gens = tmp / "gens.jsonl"
+    gens.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return tmp, data, generations, gens
+
+
+def test_report_from_free_text_generations(job, capsys):
+    tmp, data, generations, gens = job
+    out = tmp / "out"
+    capsys.readouterr()
+    assert main(["report", "--critic", str(tmp / "sections"), "--critic", f"lda={tmp / 'topics'}",
+                 "--reference", str(data / "test.jsonl"), "--candidate", f"mymodel={gens}", "--sections", "markdown",
+                 "--top", "5", "--flag-level", "0.5", "--n-bootstrap", "50", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    n = len(generations)
+    assert f"{gens}: {n} documents (text-jsonl); skipped 1: empty text (first at {gens}:{n + 1}); " \
+           f"{n} ids made as mymodel:LINE" in captured.err
+    panel = load_results(out)
+    assert isinstance(panel, PanelResult) and list(panel.results) == ["sections", "lda"]
+    assert panel.reads["mymodel"]["skipped"] == {"empty text": 1} and panel.reads["mymodel"]["generated_ids"] == n
+    assert panel.results["lda"].headline == "latent_nll" and panel.results["sections"].headline == "latent_ppl"
+
+    # the free-text path gives each generation exactly the latent the same document gets directly
+    as_docs = [Document(f"mymodel:{k}", tuple(Section(s.title, s.text) for s in d.sections))
+               for k, d in enumerate(generations, start=1)]
+    for label, folder in (("sections", "sections"), ("lda", "topics")):
+        direct = Critic.load(tmp / folder).score(as_docs)
+        got = {d.id: d.latent_nll for d in panel.results[label].set("mymodel").documents}
+        assert got == pytest.approx(dict(zip(direct.doc_ids, direct.latent_nll.tolist())), rel=1e-9)
+        assert len(got) + len(panel.results[label].set("mymodel").skipped) == n
+
+    rows = [json.loads(line) for line in (out / "documents.jsonl").read_text().splitlines()]
+    assert {(r["critic"], r["set"]) for r in rows} == {(c, s) for c in ("sections", "lda") for s in ("reference", "mymodel")}
+    flags = panel.flagged()
+    assert flags and len(list((out / "documents").iterdir())) == len(flags)
+    assert f"{len(flags)} flagged document(s)" in captured.out
+    html = (out / "index.html").read_text()
+    assert html.count('<tr data-critic="sections"') == 2 and html.count('<tr data-critic="lda"') == 2
+    assert np.isfinite(panel.results["lda"].set("mymodel").latent_nll)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--candidate", "reference=x.jsonl"], "'reference' is the reference set's name"),
+    ([], "give at least one --candidate NAME=FILE"),
+    (["--candidate", "a=GENS", "--flag-level", "0"], "--flag-level: must lie in (0, 1]"),
+    (["--candidate", "a=GENS", "--format", "parquet"], "not a readable Parquet file"),
+    (["--candidate", "a=GENS", "--text-field", "generation"], "gens.jsonl:1: cannot tell the format: no 'sections'"),
+    (["--candidate", "a=GENS", "--format", "text-jsonl", "--text-field", "generation"],
+     "gens.jsonl:1: no 'generation' field (keys: text)"),
+])
+def test_report_bad_input_is_one_line_and_writes_nothing(job, capsys, args, message):
+    tmp, data, _, gens = job
+    out = tmp / "never"
+    args = [a.replace("GENS", str(gens)) for a in args]
+    assert main(["report", "--critic", str(tmp / "sections"), "--reference", str(data / "test.jsonl"),
+                 "--out", str(out), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_two_critics_from_folders_of_the_same_name_need_labels(job, capsys):
+    tmp, data, _, gens = job
+    assert main(["report", "--critic", str(tmp / "sections"), "--critic", str(tmp / "sections"),
+                 "--reference", str(data / "test.jsonl"), "--candidate", f"a={gens}", "--out", str(tmp / "x")]) == 2
+    assert "the label 'sections' is already used" in capsys.readouterr().err
