@@ -22,6 +22,8 @@ for pkg in manpages-de manpages-es manpages-fr cmake build-essential libboost-pr
            zlib1g-dev libbz2-dev liblzma-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
+# The HTML-report tests open the reports in a real headless browser (tests/conftest.py: `browser`).
+if [ "${1:-}" = "--test" ] && ! command -v chromium >/dev/null 2>&1; then need_apt+=(chromium); fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -q

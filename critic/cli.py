@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -28,7 +29,7 @@ import numpy as np
 import torch
 
 from . import registry
-from .config import ConfigError, check_config, check_params, line_of, read_toml
+from .config import ConfigError, check_config, check_params, describe_settings, line_of, read_toml, suggest
 from .critic import Critic, resolve_device
 from .criticism import criticize
 from .io import atomic_open, check_replaceable
@@ -51,11 +52,19 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+_INVALID_CHOICE = re.compile(r"argument (?P<what>[\w -]+?): invalid choice: '(?P<given>[^']*)' "
+                             r"\(choose from (?P<known>.*)\)")
+
+
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors also name the plugins that failed to import
     (their commands and critics are missing, and this is why)."""
 
     def error(self, message: str):
+        choice = _INVALID_CHOICE.fullmatch(message)
+        if choice:  # "argument CRITIC: invalid choice: 'x' (choose from 'a', 'b')" -> unknown critic, closest name
+            what, given, known = choice["what"].lower(), choice["given"], re.findall(r"'([^']*)'", choice["known"])
+            message = f"unknown {what} {given!r}{suggest(given, known)}; known: {', '.join(known)}"
         for name, err in registry.plugin_errors().items():
             message += f"\nnote: plugin {name!r} failed to import ({err})"
         super().error(message)
@@ -250,7 +259,7 @@ def cmd_report(args) -> int:
     panel = criticize_panel(critics, reference, candidates, reads=reads, level=args.flag_level, top=args.top,
                             paths={"reference": args.reference, **named}, n_bootstrap=args.n_bootstrap,
                             seed=args.seed, progress=True)
-    written = write_panel_report(panel, args.out, documents={"reference": reference, **candidates},
+    written = write_panel_report(panel, args.out, documents={"reference": reference, **candidates}, critics=critics,
                                  extra={"critic_dirs": {k: str(v) for k, v in dirs.items()}})
     print(panel)
     print(f"\n{len(panel.flagged())} flagged document(s); wrote {', '.join(str(p) for p in written.values())}")
@@ -365,15 +374,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="list critics, metrics and corpora")
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("fit", help="fit a critic on real documents and save it")
-    p.add_argument("critic", help="registered critic name (see `critic list`)")
-    p.add_argument("--train", required=True, type=Path)
-    p.add_argument("--valid", type=Path)
-    p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--params", help='critic settings as JSON, e.g. \'{"delta": 0.1}\'')
-    _common(p)
-    _input_options(p)
-    p.set_defaults(func=cmd_fit)
+    p = sub.add_parser("fit", help="fit a critic on real documents and save it (critic fit NAME --help)")
+    fit_sub = p.add_subparsers(dest="critic", required=True, metavar="CRITIC")
+    for name, cls in registry.list_critics().items():
+        doc = (cls.__doc__ or "").strip()
+        f = fit_sub.add_parser(name, help=doc.splitlines()[0] if doc else None,
+                               formatter_class=argparse.RawDescriptionHelpFormatter,
+                               description=f"{doc}\n\nNeeds: {cls.needs}",
+                               epilog="settings (--params JSON):\n  " + "\n  ".join(describe_settings(cls)))
+        f.add_argument("--train", required=True, type=Path, help="real documents to fit on")
+        f.add_argument("--valid", type=Path, help="held-out real documents (settings chosen on them, where a "
+                                                  "critic does)")
+        f.add_argument("--out", required=True, type=Path, help="folder to save the fitted critic in")
+        f.add_argument("--params", help='critic settings as JSON, e.g. \'{"delta": 0.1}\'')
+        _common(f)
+        _input_options(f)
+        f.set_defaults(func=cmd_fit)
 
     p = sub.add_parser("score", help="per-document T(x), M(x) as JSONL")
     p.add_argument("critic_dir", type=Path)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import json
 import re
 import tomllib
 import types
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 __all__ = ["Key", "Schema", "ConfigError", "REQUIRED", "load_config", "read_toml", "check_config",
-           "check_value", "check_params", "keys_from_dataclass", "suggest", "line_of"]
+           "check_value", "check_params", "describe_settings", "keys_from_dataclass", "suggest", "line_of"]
 
 
 class ConfigError(ValueError):
@@ -302,6 +303,32 @@ def keys_from_dataclass(cls: type, *, defaults: bool = True, **bounds: dict) -> 
 
 
 # ------------------------------------------------------------------ critic params
+def describe_settings(cls: type) -> list[str]:
+    """One line per setting of ``cls.__init__``: ``name: type (default value)``, for ``--help``."""
+    sig = inspect.signature(cls.__init__)
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # annotations that do not resolve: names and defaults only
+        hints = {}
+    lines = []
+    for name, p in sig.parameters.items():
+        if name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        kind = f": {_describe(hints[name])}" if name in hints else ""
+        shown = json.dumps(p.default) if _jsonable(p.default) else repr(p.default)
+        default = "required" if p.default is p.empty else f"default {shown}"
+        lines.append(f"{name}{kind} ({default})")
+    return lines
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def check_params(cls: type, params: Any, *, where: str = "params") -> dict:
     """Check settings for ``cls(**params)`` against its ``__init__`` signature and annotations.
 

@@ -35,7 +35,7 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -191,6 +191,20 @@ class Critic:
 
     def check(self, doc: Document) -> str | None:
         """Why ``doc`` cannot be projected (``None`` when it can): a cheap test before projection."""
+        return None
+
+    # -------------------------------------------------------------- optional: what the HTML report shows
+    def report_figures(self, result: Any, documents: Mapping[str, Sequence[Document]]) -> dict[str, Any]:
+        """This critic's own figures for a report: caption -> matplotlib ``Figure`` (drawn on
+        :func:`critic.plots.new_figure`), given its :class:`~critic.results.CriticismResult` and the
+        documents of each set (set name -> documents).  Default: none."""
+        return {}
+
+    def document_view(self, doc: Document, result: Any) -> str | None:
+        """What this critic found in ``doc``, as an HTML fragment for the document's report page (its
+        latent structure in place: section types, implausible mentions, topic mix), given the
+        document's :class:`~critic.results.DocumentResult`; every text escaped.  Default: ``None``
+        (the page lists the projection's extras)."""
         return None
 
     def _get_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:

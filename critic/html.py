@@ -23,8 +23,9 @@ from .results import HEADLINES, TWO_SIDED_NOTE, CriticismResult
 
 __all__ = ["render_index", "render_document", "report_warnings", "DocumentView"]
 
-DocumentView = Callable[[Document, str, Any], str]
-"""A critic's drill-down view: ``view(document, critic_label, document_result) -> HTML fragment``."""
+DocumentView = Callable[[Document, Any], "str | None"]
+"""A critic's drill-down view (:meth:`critic.critic.Critic.document_view`): ``view(document,
+document_result) -> HTML fragment`` (``None``: nothing beyond the numbers)."""
 
 _CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:72rem;padding:0 1rem;
@@ -226,8 +227,10 @@ def render_document(flag: Flag, doc: Document | None, views: Mapping[str, Docume
              + "</tbody></table>"]
     for label, result in flag.by.items():
         view = views.get(label)
+        shown = view(doc, result) if view is not None and doc is not None else None
         parts.append(f"<h2>What {_e(label)} found</h2>")
-        parts.append(view(doc, label, result) if view is not None and doc is not None else _extras(result))
+        parts.append(f"<div class=\"view\" data-critic=\"{_e(label)}\">{shown}</div>" if shown is not None
+                     else _extras(result))
     parts += ["<h2>Text</h2>", _document_text(doc)]
     return _page(f"{flag.id} — criticism report", "\n".join(parts))
 

@@ -18,6 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from .critic import Critic
 from .document import Document
 from .html import DocumentView
 from .io import atomic_directory, atomic_open, atomic_write_text, check_replaceable
@@ -152,13 +153,28 @@ def write_report(result: CriticismResult, out_dir: str | Path, *, top: int = 10,
     return {k: out / v for k, v in names.items()}
 
 
+def critic_figures(critics: Mapping[str, Critic], panel: PanelResult,
+                   documents: Mapping[str, Sequence[Document]]) -> dict[str, dict[str, str]]:
+    """Each critic's own figures (:meth:`Critic.report_figures`) as inline ``<svg>`` markup, by label."""
+    from .plots import svg_markup
+
+    return {label: {caption: svg_markup(fig)
+                    for caption, fig in critic.report_figures(panel.results[label], documents).items()}
+            for label, critic in critics.items()}
+
+
 def write_panel_report(panel: PanelResult, out_dir: str | Path, *, extra: dict | None = None,
                        documents: Mapping[str, Sequence[Document]] | None = None,
-                       views: Mapping[str, DocumentView] | None = None) -> dict[str, Path]:
+                       critics: Mapping[str, Critic] | None = None) -> dict[str, Path]:
     """Write a panel's report directory: ``results.json`` (every critic), ``documents.jsonl`` (one row per
     document and critic), ``report.md`` (each critic's table, then the flagged documents) and ``index.html``
-    with ``documents/K.html`` per flagged document (its text from ``documents``, set name -> documents;
-    each critic's findings drawn by ``views``, label -> view).  Built aside and swapped in whole."""
+    with ``documents/K.html`` per flagged document (its text from ``documents``, set name -> documents).
+    With the fitted ``critics`` (label -> critic), each draws its own figures and its view of each flagged
+    document (:meth:`Critic.report_figures`, :meth:`Critic.document_view`).  Built aside and swapped in
+    whole."""
+    critics = dict(critics or {})
+    figures = critic_figures(critics, panel, documents or {})
+    views = {label: critic.document_view for label, critic in critics.items()}
     out = Path(out_dir)
     check_replaceable(out, "results.json", "a report directory")
     with atomic_directory(out) as tmp:
@@ -177,6 +193,6 @@ def write_panel_report(panel: PanelResult, out_dir: str | Path, *, extra: dict |
                   "|---|---|---|---:|"]
         lines += [f"| {f.set} | {f.id} | {', '.join(f.by)} | {f.min_p_value:.4f} |" for f in flags]
         atomic_write_text(tmp / "report.md", "\n".join(lines) + "\n")
-        _write_html(panel, tmp, documents=documents, figures={}, views=views)
+        _write_html(panel, tmp, documents=documents, figures=figures, views=views)
     return {"results": out / "results.json", "documents": out / "documents.jsonl", "report": out / "report.md",
             "html": out / "index.html"}

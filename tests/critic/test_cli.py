@@ -23,8 +23,24 @@ def test_help_lists_subcommands():
 
 
 def test_list_shows_the_section_critic(capsys):
+    from critics.sections import SectionTransitionCritic
+
     assert main(["list"]) == 0
-    assert "sections" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "  sections " in out and f"needs: {SectionTransitionCritic.needs}" in out
+
+
+def test_fit_help_gives_what_a_critic_needs_and_each_setting_with_its_default(capsys):
+    import inspect
+
+    from critics.sections import SectionTransitionCritic
+
+    assert main(["fit", "sections", "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"Needs: {SectionTransitionCritic.needs}" in out
+    params = [p for p in inspect.signature(SectionTransitionCritic.__init__).parameters.values() if p.name != "self"]
+    assert params and all(f"{p.name}: " in out for p in params)
+    assert "delta: a number or null (default null)" in out and "normalize_titles: a boolean (default true)" in out
 
 
 def sections_by_hand(doc):
