@@ -167,8 +167,11 @@ def cmd_fit(args) -> int:
     check_replaceable(args.out, "critic.json", "a saved critic")
     train, _ = _read(args, args.train)
     valid = _read(args, args.valid)[0] if args.valid else None
-    cls(**params).to(args.device).fit(train, validation=valid).save(args.out)
+    critic = cls(**params).to(args.device).fit(train, validation=valid)
+    critic.save(args.out)
     print(f"fitted {args.critic} on {len(train)} documents; saved to {args.out}")
+    for warning in critic.fit_warnings():
+        print(f"critic: warning: {warning}", file=sys.stderr)
     return 0
 
 
@@ -258,7 +261,7 @@ def cmd_report(args) -> int:
         candidates[name], reads[name] = _read(args, path, name)
     panel = criticize_panel(critics, reference, candidates, reads=reads, level=args.flag_level, top=args.top,
                             paths={"reference": args.reference, **named}, n_bootstrap=args.n_bootstrap,
-                            seed=args.seed, progress=True)
+                            n_permutations=args.n_permutations, seed=args.seed, progress=True)
     written = write_panel_report(panel, args.out, documents={"reference": reference, **candidates}, critics=critics,
                                  extra={"critic_dirs": {k: str(v) for k, v in dirs.items()}})
     print(panel)
@@ -421,7 +424,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="flag at most this many documents per critic and set (default 20)")
     p.add_argument("--flag-level", type=_probability, default=0.01,
                    help="flag a document when its outlier p-value is at most this (default 0.01)")
-    p.add_argument("--n-bootstrap", type=_positive_int, default=1000)
+    p.add_argument("--n-bootstrap", type=_positive_int, default=1000, help="bootstrap resamples of the CIs")
+    p.add_argument("--n-permutations", type=_positive_int, default=2000,
+                   help="permutations of the two-sample tests (default 2000)")
     _common(p)
     _input_options(p)
     p.set_defaults(func=cmd_report)

@@ -193,6 +193,11 @@ class Critic:
         """Why ``doc`` cannot be projected (``None`` when it can): a cheap test before projection."""
         return None
 
+    def fit_warnings(self) -> list[str]:
+        """What makes this fitted critic degenerate, for ``fit`` and every result that uses it (e.g. a
+        prior fitted on a single latent type, which cannot tell documents apart).  Default: none."""
+        return []
+
     # -------------------------------------------------------------- optional: what the HTML report shows
     def report_figures(self, result: Any, documents: Mapping[str, Sequence[Document]]) -> dict[str, Any]:
         """This critic's own figures for a report: caption -> matplotlib ``Figure`` (drawn on
@@ -278,14 +283,16 @@ class Critic:
         parts: list[tuple[list[str], np.ndarray, np.ndarray, np.ndarray | None, dict]] = []
         unknown: dict[str, int] = {}
         estimator = "exact"
-        starts = range(0, len(kept), self.batch_size)
-        if progress:
+        bar = None
+        if progress:  # counts documents (the checked-out ones at once), with a rate and an ETA
             from tqdm.auto import tqdm
 
-            starts = tqdm(starts, desc=f"{self.name}: scoring", unit="batch")
-        for k, start in enumerate(starts):
+            bar = tqdm(total=len(docs), initial=len(docs) - len(kept), desc=f"{self.name}: scoring", unit="doc")
+        for k, start in enumerate(range(0, len(kept), self.batch_size)):
             chunk = kept[start:start + self.batch_size]
             projection = self.project(chunk)
+            if bar is not None:
+                bar.update(len(chunk))
             self._validate_projection(projection, chunk)
             skipped.update(projection.failures)
             unknown.update({i: c for i, c in projection.unknown.items() if c})
@@ -302,6 +309,8 @@ class Critic:
             extras = {name: [v for v, g in zip(values, good) if g] for name, values in projection.extras.items()}
             parts.append(([d for d, g in zip(projection.doc_ids, good) if g], t[good], m[good],
                           None if se is None else se[good], extras))
+        if bar is not None:
+            bar.close()
         order = {d.id: i for i, d in enumerate(docs)}
         skipped = dict(sorted(skipped.items(), key=lambda kv: order[kv[0]]))
         unknown = {i: c for i, c in unknown.items() if i not in skipped}

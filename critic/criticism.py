@@ -196,4 +196,6 @@ def criticize(
         state_sha256 = None
     about = {"name": critic.name, "params": critic.get_params(), "state_sha256": state_sha256,
              "headline": critic.headline}
+    if critic.fit_warnings():
+        about["warnings"] = critic.fit_warnings()
     return CriticismResult(critic=about, reference=ref_result, candidates=results, config=config, inputs=inputs)

@@ -21,7 +21,7 @@ from .document import Document
 from .panel import Flag, PanelResult
 from .results import HEADLINES, TWO_SIDED_NOTE, CriticismResult
 
-__all__ = ["render_index", "render_document", "report_warnings", "DocumentView"]
+__all__ = ["render_index", "render_document", "report_warnings", "summary_html", "DocumentView"]
 
 DocumentView = Callable[[Document, Any], "str | None"]
 """A critic's drill-down view (:meth:`critic.critic.Critic.document_view`): ``view(document,
@@ -97,10 +97,12 @@ def _page(title: str, body: str, *, script: bool = False) -> str:
 
 
 def report_warnings(panel: PanelResult) -> list[str]:
-    """Degenerate situations a reader must see before any number: a set mostly skipped (with the main
-    reasons), a set too small for a CI, lines the reader skipped."""
+    """Degenerate situations a reader must see before any number: a degenerate critic (its
+    ``fit_warnings``), a set mostly skipped (with the main reasons), a set too small for a CI, lines the
+    reader skipped."""
     out = []
     for label, result in panel.results.items():
+        out += [f"{label}: {w}" for w in result.critic.get("warnings", [])]
         for s in result.sets:
             total = s.n + s.n_skipped
             if total and s.n_skipped * 2 > total:
@@ -137,7 +139,8 @@ def _summary_rows(label: str, result: CriticismResult) -> list[str]:
     return rows
 
 
-def _summary(panel: PanelResult) -> str:
+def summary_html(panel: PanelResult) -> str:
+    """The summary table of every critic and set (the report's, and a notebook's ``_repr_html_``)."""
     head = ("<tr><th class=\"l\">critic</th><th class=\"l\">set</th><th>n</th><th class=\"l\">statistic</th>"
             "<th>value</th><th>95% CI</th><th>Δ vs reference</th><th>95% CI</th><th>p-value</th><th>skipped</th>"
             "<th>unknown</th></tr>")
@@ -185,7 +188,7 @@ def render_index(panel: PanelResult, flags: list[Flag], figures: Mapping[str, Ma
     if warnings:
         parts.append("<div id=\"warnings\">" + "".join(f"<div class=\"warn\">⚠ {_e(w)}</div>" for w in warnings)
                      + "</div>")
-    parts += ["<h2>Summary</h2>", _summary(panel)]
+    parts += ["<h2>Summary</h2>", summary_html(panel)]
     for label, captions in figures.items():
         parts.append(f"<h2>{_e(label)}</h2>")
         parts += [f"<figure>{svg}<figcaption>{_e(caption)}</figcaption></figure>" for caption, svg in captions.items()]

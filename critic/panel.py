@@ -103,6 +103,12 @@ class PanelResult:
     def __str__(self) -> str:
         return "\n\n".join(str(r) for r in self.results.values())
 
+    def _repr_html_(self) -> str:
+        """A notebook shows the report's summary table."""
+        from .html import summary_html
+
+        return summary_html(self)
+
 
 def criticize_panel(critics: Mapping[str, Critic], reference: Sequence[Document],
                     candidates: Mapping[str, Sequence[Document]], *, reads: Mapping[str, dict] | None = None,

@@ -37,14 +37,14 @@ def save_figure(fig, path: str | Path) -> Path:
 
 def svg_markup(fig) -> str:
     """``fig`` as an ``<svg>`` element to inline in HTML: no XML prolog, no DOCTYPE, glyphs as paths
-    (nothing to fetch), ids made deterministic."""
+    (nothing to fetch), ids and metadata deterministic (no date)."""
     import io
 
     from matplotlib import rc_context
 
     buffer = io.StringIO()
     with rc_context({"svg.fonttype": "path", "svg.hashsalt": "critic"}):
-        fig.savefig(buffer, format="svg")
+        fig.savefig(buffer, format="svg", metadata={"Date": None})  # the same figure, the same bytes
     text = buffer.getvalue()
     return text[text.index("<svg"):]
 

@@ -43,8 +43,8 @@ __all__ = [
 ]
 
 PLUGIN_GROUP = "critic.plugins"
-BUILTIN_MODULES = ("critic.corpora",)
-"""Core modules that register built-in entries (the man-page corpus)."""
+BUILTIN_MODULES = ("critic.corpora", "critic.report_runner")
+"""Core modules that register built-in entries (the man-page corpus, the ``report`` runner)."""
 
 _CRITICS: dict[str, type] = {}
 _METRICS: dict[str, "MetricEntry"] = {}

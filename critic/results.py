@@ -266,6 +266,12 @@ class CriticismResult:
     def __str__(self) -> str:
         return markdown_table(self)
 
+    def _repr_html_(self) -> str:
+        """A notebook shows the report's summary table (this critic's rows)."""
+        from .panel import PanelResult
+
+        return PanelResult({self.critic_name: self})._repr_html_()
+
 
 def json_ready(obj: Any) -> dict:
     """``obj`` with every NaN/infinite float replaced by ``None``; the reasons under ``null_reasons``.
@@ -342,7 +348,8 @@ def markdown_table(result: CriticismResult) -> str:
         extra = "".join(f" {_num(s.statistics.get(k))} |" for k in stats)
         lines.append(f"| {s.name}{flag} | {s.n} | {_num(value)} | {_ci(ci)} | {diff} |{beside}{se}{extra} "
                      f"{s.n_skipped} | {s.n_unknown} |")
-    notes = [f"- ⚠ `{s.name}`: {w}" for s in result.sets for w in s.warnings]
+    notes = [f"- ⚠ critic: {w}" for w in result.critic.get("warnings", [])]
+    notes += [f"- ⚠ `{s.name}`: {w}" for s in result.sets for w in s.warnings]
     notes.append(f"- {TWO_SIDED_NOTE}")
     if mc:
         notes.append(f"- Latent NLL by {result.reference.estimator}; MC s.e. is the Monte-Carlo standard error of "

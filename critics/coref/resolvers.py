@@ -128,13 +128,13 @@ def annotate(docs: Iterable[Document], out_dir: str | os.PathLike, *, batch_size
 
             neuralcoref = NeuralcorefResolver(batch_size=batch_size)
         try:
-            batches = range(0, len(todo), batch_size)
-            if progress:
+            bar = None
+            if progress:  # counts documents, with a rate and an ETA
                 from tqdm.auto import tqdm
 
-                batches = tqdm(batches, desc="neuralcoref", unit="batch")
+                bar = tqdm(total=len(docs), initial=len(docs) - len(todo), desc="neuralcoref", unit="doc")
             with open(log_path, "a", encoding="utf-8") as f:
-                for start in batches:
+                for start in range(0, len(todo), batch_size):
                     chunk = todo[start:start + batch_size]
                     resolved, failed = resolve(chunk, resolver="neuralcoref", neuralcoref=neuralcoref)
                     lines = []
@@ -147,6 +147,10 @@ def annotate(docs: Iterable[Document], out_dir: str | os.PathLike, *, batch_size
                     f.write("".join(lines))
                     f.flush()
                     os.fsync(f.fileno())
+                    if bar is not None:
+                        bar.update(len(chunk))
+            if bar is not None:
+                bar.close()
         finally:
             if own:
                 neuralcoref.close()

@@ -148,3 +148,14 @@ def test_load_results_names_what_is_wrong(tmp_path):
         "schema_version": 1, "critic": {}}}}))
     with pytest.raises(DocumentError, match="results.json: not a results file .*'reference'"):
         load_results(tmp_path)
+
+
+def test_a_notebook_shows_the_summary_table(panel):
+    table = _Collect()
+    table.feed(panel._repr_html_())
+    assert table.rows == {"summary": 6}
+    one = panel.results["sharp"]
+    html = one._repr_html_()
+    assert html.count('<tr data-critic="sections"') == 3  # alone, a result is labelled by its critic's name
+    for s in one.sets:  # the headline (a PPL: a chain critic) with its CI, as the report prints it
+        assert f"<td>{s.latent_ppl:.3f}</td><td>[{s.latent_ppl_ci[0]:.3f}, {s.latent_ppl_ci[1]:.3f}]</td>" in html

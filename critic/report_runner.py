@@ -1,0 +1,177 @@
+"""``critic run REPORT.toml``: the report of :mod:`critic.panel` from a config that names the critics and the
+sets, so a criticism of a model's generations is a file that can be rerun (and resumes).
+
+::
+
+    runner = "report"
+
+    [sets]
+    reference = "data/manpages/test.jsonl"
+    candidates = {mymodel = "generations.jsonl", other = "other.jsonl"}
+
+    [inputs]                       # how the files are read (critic.inputs); all optional
+    sections = "markdown"
+
+    [[critics]]                    # a saved critic
+    label = "sections"
+    path = "models/sections"
+
+    [[critics]]                    # or one fitted here, from training documents
+    label = "topics"
+    fit = "lda"
+    train = "data/manpages/train.jsonl"
+    params = {num_topics = 10}
+
+    [report]                       # all optional
+    top = 20
+
+Paths are relative to the working directory, as on the command line.  Each critic fitted here is a stage
+``critic-LABEL`` of the run directory, keyed by its settings and the SHA-256 of its training files; the
+report (``report/``) is keyed by the sets' SHA-256, the reading options, the report settings, the seed and
+the critics' keys: a rerun recomputes only what changed.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from .config import ConfigError, Key, Schema, check_params
+from .critic import Critic
+from .inputs import FORMATS, InputOptions, ReadReport, read_documents
+from .io import sha256_file
+from .panel import FLAG_LEVEL, FLAG_TOP, criticize_panel
+from .registry import get_critic, register_runner
+from .stages import Stage
+
+__all__ = ["SCHEMA", "main"]
+
+SCHEMA = Schema(
+    keys={"critics": Key(list[dict], help="the critics: [[critics]] tables with label and path, or label, fit, "
+                                          "train (valid, params)")},
+    tables={
+        "sets": {
+            "reference": Key(str, help="real documents to compare with"),
+            "candidates": Key(dict, help="name -> file of generations to criticise"),
+        },
+        "inputs": {
+            "format": Key(str, "auto", choices=("auto", *FORMATS), help="the candidates' format (the reference's "
+                                                                        "is detected)"),
+            "text_field": Key(str, "text", help="free-text formats: the text field"),
+            "id_field": Key(str, "id", help="free-text formats: the id field"),
+            "sections": Key(str, "none", help="none, markdown or separator:STRING"),
+            "separator": Key(str, help="format text: the string between generations"),
+        },
+        "report": {
+            "top": Key(int, FLAG_TOP, min=1, help="flag at most this many documents per critic and set"),
+            "flag_level": Key(float, FLAG_LEVEL, gt=0, max=1, help="flag at outlier p-values at most this"),
+            "n_bootstrap": Key(int, 1000, min=1, help="bootstrap resamples of the CIs"),
+            "n_permutations": Key(int, 2000, min=1, help="permutations of the two-sample tests"),
+        },
+    },
+)
+
+_CRITIC_KEYS = {"label", "path", "fit", "train", "valid", "params"}
+
+
+def _log(message: str) -> None:
+    print(f"[report] {message}", file=sys.stderr, flush=True)
+
+
+def _check_critics(entries: list[dict]) -> list[dict]:
+    """Each ``[[critics]]`` table: a label, and either ``path`` or ``fit`` with ``train``; errors name the entry."""
+    if not entries:
+        raise ConfigError("report config: [[critics]]: name at least one critic")
+    labels: set[str] = set()
+    for k, entry in enumerate(entries, start=1):
+        where = f"report config: [[critics]] #{k}"
+        unknown = sorted(set(entry) - _CRITIC_KEYS)
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_CRITIC_KEYS))}")
+        label = entry.get("label")
+        if not isinstance(label, str) or not label or label in labels:
+            raise ConfigError(f"{where}: needs a label of its own (got {label!r})")
+        labels.add(label)
+        if ("path" in entry) == ("fit" in entry):
+            raise ConfigError(f"{where} ({label}): give either path (a saved critic) or fit (a critic name) with train")
+        if "fit" in entry:
+            if "train" not in entry:
+                raise ConfigError(f"{where} ({label}): fit needs train (the real documents to fit on)")
+            check_params(get_critic(entry["fit"]), entry.get("params", {}), where=f"{where} ({label}) params")
+        elif set(entry) & {"train", "valid", "params"}:
+            raise ConfigError(f"{where} ({label}): train, valid and params go with fit, not with a saved critic")
+    return entries
+
+
+def _read(path: str, options: InputOptions, name: str) -> tuple[list, dict]:
+    report = ReadReport()
+    docs = read_documents(path, options, name=name, report=report)
+    if report.skipped or report.generated_ids:
+        _log(report.summary())
+    return docs, {"path": path, **report.to_dict()}
+
+
+def _critic(entry: dict, out: Path, device: str, seed: int, options: InputOptions) -> tuple[Critic, Stage | None]:
+    """The critic of one ``[[critics]]`` table: loaded from its folder, or fitted (a resumable stage)."""
+    if "path" in entry:
+        return Critic.load(entry["path"], device=device), None
+    files = {k: entry[k] for k in ("train", "valid") if k in entry}
+    stage = Stage(out, f"critic-{entry['label']}", {"fit": entry["fit"], "params": entry.get("params", {}),
+                                                     "files": {k: sha256_file(v) for k, v in files.items()},
+                                                     "inputs": options.__dict__, "seed": seed})
+    if stage.done():
+        _log(f"critic {entry['label']}: up to date ({stage.path})")
+        return Critic.load(stage.path, device=device), stage
+    stage.begin()
+    train = _read(entry["train"], options, "train")[0]
+    valid = _read(entry["valid"], options, "valid")[0] if "valid" in entry else None
+    _log(f"critic {entry['label']}: fitting {entry['fit']} on {len(train)} documents")
+    critic = get_critic(entry["fit"])(**entry.get("params", {})).to(device).fit(train, validation=valid)
+    critic.save(stage.path)
+    stage.commit()
+    for warning in critic.fit_warnings():
+        _log(f"critic {entry['label']}: warning: {warning}")
+    return critic, stage
+
+
+@register_runner("report", SCHEMA, "several critics over a reference and candidate sets: one HTML report")
+def main(config: dict[str, Any], *, out: Path, seed: int = 0, device: str = "cpu") -> dict:
+    """Fit or load every critic, read the sets, write ``OUT/report/`` (see :func:`critic.report.write_panel_report`)."""
+    from .report import write_panel_report
+
+    entries = _check_critics(config.get("critics") or [])
+    sets, settings = config["sets"], config["report"]
+    if "reference" not in sets or not sets.get("candidates"):
+        raise ConfigError("report config: [sets] needs reference = FILE and candidates = {NAME = FILE, ...}")
+    options = InputOptions(**{k: v for k, v in config["inputs"].items()})
+    detect = InputOptions(**{**config["inputs"], "format": "auto"})
+    out = Path(out)
+    critics, stages = {}, []
+    for entry in entries:
+        critics[entry["label"]], stage = _critic(entry, out, device, seed, options)
+        stages += [stage] if stage else []
+    files = {"reference": sets["reference"], **sets["candidates"]}
+    report = Stage(out, "report", {"files": {k: sha256_file(v) for k, v in files.items()},
+                                   "inputs": options.__dict__, "settings": settings, "seed": seed,
+                                   "critics": {label: c.state_sha256() for label, c in critics.items()}},
+                   upstream=stages)
+    if report.done():
+        _log(f"report: up to date ({report.path})")
+    else:
+        report.begin()
+        reads: dict[str, dict] = {}
+        reference, reads["reference"] = _read(sets["reference"], detect, "reference")
+        candidates = {}
+        for name, path in sets["candidates"].items():
+            candidates[name], reads[name] = _read(path, options, name)
+        panel = criticize_panel(critics, reference, candidates, reads=reads, level=settings["flag_level"],
+                                top=settings["top"], paths=files, n_bootstrap=settings["n_bootstrap"],
+                                n_permutations=settings["n_permutations"], seed=seed)
+        write_panel_report(panel, report.path, documents={"reference": reference, **candidates}, critics=critics,
+                           extra={"run": {"config": config, "seed": seed, "device": str(device)}})
+        report.commit()
+        _log(f"{len(panel.flagged())} flagged document(s)")
+    print((report.path / "report.md").read_text(encoding="utf-8"))
+    print(f"wrote {report.path / 'index.html'}")
+    return {"report": str(report.path)}
