@@ -17,19 +17,20 @@ strings; the prior's padding token stands for the positions before the start.
   by ``log P_cand(w_n | w_<n) - log P_ref(w_n | w_<n)``, largest and smallest.
 - :func:`render_markdown` / :func:`render_html`: one document's text with each
   chain mention marked ``[text]_id``, the implausible ones highlighted with their
-  log P and the argmax alternative (figs. 10-13).
+  log P and the argmax alternative (figs. 10-13); :func:`implausible_mentions` lists them.
+- :func:`logprob_histogram_figure`: the distribution of the chain tokens' log P in each set.
 """
 
 from __future__ import annotations
 
 import html
 from collections import Counter
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 __all__ = ["contribution_table", "implausible_table", "difference_tables", "render_markdown", "render_html",
-           "format_window", "ngram_rows_markdown"]
+           "format_window", "ngram_rows_markdown", "implausible_mentions", "logprob_histogram_figure"]
 
 
 def _flat_windows(prior, chains: Sequence[Sequence[str]]):
@@ -179,9 +180,51 @@ def render_html(prior, text: str, tokens: Sequence[str], spans, *, threshold: fl
         parts.append(html.escape(text[at:start]))
         cls = "mention implausible" if bad else "mention"
         title = html.escape(note or f"log P = {lp:.2f}", quote=True)
-        parts.append(f'<span class="{cls}" title="{title}">{html.escape(text[start:end])}<sub>{entity}</sub></span>')
+        parts.append(f'<span class="{cls}" title="{title}">{html.escape(text[start:end])}'
+                     f'<sub>{html.escape(entity)}</sub></span>')
         at = end
     parts.append(html.escape(text[at:]))
     style = ("<style>.mention{background:#e8f0fe}.implausible{background:#fdd;border:2px solid #c00;"
              "border-radius:4px}</style>")
     return f'{style}<p class="coref-document">' + "".join(parts) + "</p>\n"
+
+
+def implausible_mentions(prior, text: str, tokens: Sequence[str], spans, *, threshold: float = -7.0) -> list[dict]:
+    """The chain positions with ``log P < threshold``, in chain order: ``position``, ``token``, ``mention``
+    (its text, ``None`` for a sentence start), ``log_prob``, ``argmax`` and ``argmax_log_prob`` (the prior's
+    most likely token in the same context)."""
+    logprobs = prior.position_logprobs([tokens])[0]
+    argmax = _argmax_alternatives(prior, tokens, logprobs, threshold)
+    return [{"position": i, "token": tokens[i],
+             "mention": None if spans[i] is None else text[spans[i][0]:spans[i][1]],
+             "log_prob": float(logprobs[i]), "argmax": alt, "argmax_log_prob": alt_lp}
+            for i, (alt, alt_lp) in sorted(argmax.items())]
+
+
+def logprob_histogram_figure(prior, sets: Mapping[str, Sequence[Sequence[str]]], *, threshold: float = -7.0,
+                             bins: int = 40):
+    """Histogram of the per-token ``log P_c(z_i | window)`` of every chain of each set (``name -> chains``;
+    the first filled, the others outlined), the ``threshold`` dashed, each set's share below it in the legend."""
+    from critic.plots import new_figure
+
+    values = {name: (np.concatenate([np.asarray(lp, dtype=np.float64) for lp in prior.position_logprobs(chains)])
+                     if chains else np.zeros(0)) for name, chains in sets.items()}
+    finite = np.concatenate([v[np.isfinite(v)] for v in values.values()] + [np.array([threshold])])
+    edges = np.histogram_bin_edges(finite, bins=bins)
+    fig = new_figure()
+    ax = fig.subplots()
+    for k, (name, v) in enumerate(values.items()):
+        shown = v[np.isfinite(v)]
+        label = f"{name} ({v.size} tokens, {np.mean(v < threshold) if v.size else 0:.1%} below)"
+        if not shown.size:
+            ax.plot([], [], label=label)
+            continue
+        style = dict(alpha=0.5) if k == 0 else dict(histtype="step", linewidth=1.6)
+        ax.hist(shown, bins=edges, density=True, label=label, **style)
+    ax.axvline(threshold, color="#c00", linestyle="--", linewidth=1)
+    ax.set_xlabel("log P_c(z_i | previous tokens of its window)")
+    ax.set_ylabel("density")
+    ax.set_yscale("log")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -255,9 +255,9 @@ class ClassifierSectionCritic(SectionTransitionCritic):
     # ------------------------------------------------------------ projection
     def project(self, docs: Sequence[Document]) -> Projection:
         """Posterior over the K states from the classifier (``q(<unk>) = 0``), ``M(x)`` = kept
-        sections + 1; extras ``labels`` (MAP titles) and ``map_probability`` (mean of
-        ``max_j q_m(j)`` over the document's sections); ``unknown`` counts given titles outside the
-        vocabulary.  Documents without kept sections or with a blank section are failures."""
+        sections + 1; extras ``labels`` (MAP titles), ``label_probabilities`` (their probabilities
+        ``max_j q_m(j)``, per section) and ``map_probability`` (their mean over the document's
+        sections); ``unknown`` counts given titles outside the vocabulary.  Documents without kept sections or with a blank section are failures."""
         self._check_mode()
         c = self._classify(docs)
         kept = [d.id for d, good in zip(docs, c.ok.tolist()) if good]
@@ -278,6 +278,7 @@ class ClassifierSectionCritic(SectionTransitionCritic):
             latent_steps=torch.from_numpy(c.lengths + 1.0),
             failures=c.reasons,
             extras={"labels": _per_document(names, c.lengths),
+                    "label_probabilities": _per_document(best.exp().tolist(), c.lengths),
                     "map_probability": mean_best.tolist()},
             unknown={kept[b]: int(unk[b]) for b in np.flatnonzero(unk)},
         )
@@ -301,6 +302,28 @@ class ClassifierSectionCritic(SectionTransitionCritic):
             names = iter(_per_document([self.vocab_[j] for j in c.log_probs.argmax(-1).tolist()], c.lengths))
             out += [next(names) if good else None for good in c.ok.tolist()]
         return out
+
+    def document_view(self, doc: Document, result) -> str | None:
+        """The MAP section types the classifier assigned (titled or not) with their probabilities, each
+        transition's log P under the prior, the unlikely ones (P < 0.01) highlighted, each section's title
+        and first characters in place.  Types from the result's extras, else the document classified again."""
+        from ..report_html import note, view
+        from .report import chain_view
+
+        extras = getattr(result, "extras", None) or {}
+        labels, probabilities = extras.get("labels"), extras.get("label_probabilities")
+        if labels is None or probabilities is None:
+            c = self._classify([doc])
+            if not c.ok[0]:
+                return view(note(f"The critic cannot read this document's sections: {c.reasons[doc.id]}."),
+                            kind="sections")
+            best, index = c.log_probs.max(-1)
+            labels, probabilities = [self.vocab_[j] for j in index.tolist()], best.exp().tolist()
+        how = ("Section types: the classifier's most probable title for each section's text (MAP), with its "
+               "probability; the given titles are not used"
+               + (" (the score is the expectation under the classifier's posterior; the chain shown is its MAP)."
+                  if self.mode == "expectation" else "."))
+        return chain_view(self, doc, labels, how=how, probabilities=probabilities)
 
     def accuracy(self, docs: Sequence[Document]) -> tuple[float, int]:
         """(share of the sections with a title in the vocabulary whose MAP label equals it, how many

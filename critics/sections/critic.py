@@ -396,6 +396,36 @@ class SectionTransitionCritic(Critic):
             return float(p.final[i].exp())
         return float(p.transition[i, self.index_[current]].exp())
 
+    def transition_log_probability(self, previous: str, current: str) -> float:
+        """``log P_c(current | previous)`` read from the prior's tables (``-inf`` for ``<bos> -> <eos>``)."""
+        p = self.prior()
+        if previous == "<bos>":
+            return -math.inf if current == "<eos>" else float(p.initial[self.index_[current]])
+        i = self.index_[previous]
+        if current == "<eos>":
+            return float(p.final[i])
+        return float(p.transition[i, self.index_[current]])
+
+    # ------------------------------------------------------------ report
+    def report_figures(self, result, documents):
+        """Paper fig. 4 for each candidate set against the reference (:mod:`critics.sections.report`)."""
+        from .report import transition_figures
+
+        return transition_figures(self, result, documents)
+
+    def document_view(self, doc: Document, result) -> str | None:
+        """The document's chain of (normalised) given titles, each transition's log P under the prior, the
+        unlikely ones (P < 0.01) highlighted, each section's title and first characters in place."""
+        from ..report_html import note, view
+        from .report import chain_view
+
+        reason = self.check(doc)
+        if reason is not None:
+            return view(note(f"The critic cannot read this document's sections: {reason}."), kind="sections")
+        types = [t if t in self.index_ else UNKNOWN for t in self.titles(doc)]
+        return chain_view(self, doc, types, how="Section types: the given titles, normalised as the critic "
+                          f"reads them ({UNKNOWN}: a title never seen in training).")
+
     # ------------------------------------------------------------ persistence
     def _get_state(self):
         start, trans, end = self.counts_

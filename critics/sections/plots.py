@@ -12,6 +12,9 @@ unlikely (``P_c(j | i) < threshold``, the paper: 0.05) are marked red.
   types as nodes on a circle, an arrow per transition whose difference is large, labelled
   with D, width proportional to |D|; nodes left without an edge are removed.
 * :func:`transition_difference_heatmap` -- every cell of D at once.
+
+Each ``*_figure`` function returns the matplotlib figure (for the HTML report); the function of the
+same name without it saves that figure as a PNG.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from .analysis import transition_counts
 from .critic import UNKNOWN, SectionTransitionCritic
 
 __all__ = ["empirical_transitions", "TransitionDifference", "transition_differences",
-           "transition_difference_graph", "transition_difference_heatmap"]
+           "transition_difference_graph", "transition_difference_graph_figure", "transition_difference_heatmap",
+           "transition_difference_heatmap_figure"]
 
 
 def empirical_transitions(paths: Iterable[Sequence[str] | None], labels: list[str]) -> np.ndarray:
@@ -83,7 +87,17 @@ def transition_difference_graph(critic: SectionTransitionCritic, reference: Iter
                                 candidate: Iterable[Sequence[str] | None], path: str | Path, *,
                                 name: str = "candidate", top: int = 20, threshold: float = 0.05,
                                 min_difference: float = 0.02, max_edges: int = 40) -> Path:
-    """Fig. 4 as a directed graph, saved as PNG at ``path`` (atomically, on its own Agg canvas).
+    """:func:`transition_difference_graph_figure` saved as PNG at ``path`` (atomically)."""
+    return save_figure(transition_difference_graph_figure(
+        critic, reference, candidate, name=name, top=top, threshold=threshold, min_difference=min_difference,
+        max_edges=max_edges), path)
+
+
+def transition_difference_graph_figure(critic: SectionTransitionCritic, reference: Iterable[Sequence[str] | None],
+                                       candidate: Iterable[Sequence[str] | None], *, name: str = "candidate",
+                                       top: int = 20, threshold: float = 0.05, min_difference: float = 0.02,
+                                       max_edges: int = 40):
+    """Fig. 4 as a directed graph: a matplotlib ``Figure`` on its own Agg canvas.
 
     Nodes: the ``top`` most frequent section types that keep an edge, on a circle.  Edges: see
     :func:`transition_differences`; label D, width ``0.5 + 6 |D|``, red where ``P_c < threshold``,
@@ -127,16 +141,25 @@ def transition_difference_graph(critic: SectionTransitionCritic, reference: Iter
     ax.set_aspect("equal")
     ax.axis("off")
     ax.set_title(f"P_{name}(z_m | z_m-1) - P_data; width ~ |difference|; red: P_c < {threshold}"
-                 + ("" if edges else " (no transition differs by >= {min_difference})"), fontsize=9)
+                 + ("" if edges else f" (no transition differs by >= {min_difference})"), fontsize=9)
     fig.tight_layout()
-    return save_figure(fig, path)
+    return fig
 
 
 def transition_difference_heatmap(critic: SectionTransitionCritic, reference: Iterable[Sequence[str] | None],
                                   candidate: Iterable[Sequence[str] | None], path: str | Path, *,
                                   name: str = "candidate", top: int = 20, threshold: float = 0.05) -> Path:
-    """Heatmap of ``P_cand - P_ref`` over ``<bos>``, the ``top`` most frequent types and ``<eos>``,
-    saved as PNG at ``path`` (atomically, on its own Agg canvas)."""
+    """:func:`transition_difference_heatmap_figure` saved as PNG at ``path`` (atomically)."""
+    return save_figure(transition_difference_heatmap_figure(critic, reference, candidate, name=name, top=top,
+                                                            threshold=threshold), path)
+
+
+def transition_difference_heatmap_figure(critic: SectionTransitionCritic,
+                                         reference: Iterable[Sequence[str] | None],
+                                         candidate: Iterable[Sequence[str] | None], *, name: str = "candidate",
+                                         top: int = 20, threshold: float = 0.05):
+    """Heatmap of ``P_cand - P_ref`` over ``<bos>``, the ``top`` most frequent types and ``<eos>``:
+    a matplotlib ``Figure`` on its own Agg canvas."""
     from matplotlib.patches import Rectangle
 
     labels = ["<bos>", *_top_types(critic, top), "<eos>"]
@@ -156,4 +179,4 @@ def transition_difference_heatmap(critic: SectionTransitionCritic, reference: It
     ax.set_title(f"P_{name}(z_m | z_m-1) - P_real; red: P_c < {threshold}", fontsize=9)
     fig.colorbar(im, ax=ax, shrink=0.8)
     fig.tight_layout()
-    return save_figure(fig, path)
+    return fig

@@ -194,7 +194,11 @@ class CorrelatedTopicCritic(Critic):
                            batch_size=self.infer_batch_size, tol=self.infer_tol, seed=self.seed)
 
     def project(self, docs: Sequence[Document]) -> Projection:
-        """Fit ``q(z|x) = N(m, diag v)`` to every document with an in-vocabulary word (globals frozen)."""
+        """Fit ``q(z|x) = N(m, diag v)`` to every document with an in-vocabulary word (globals frozen).
+
+        Extras: ``tokens`` (in-vocabulary tokens), ``top_topics`` (the 5 heaviest topics of ``softmax(m)``
+        as ``[topic, weight]``), ``top_topic_z`` (their :meth:`prior_z_scores`), ``inference_steps``,
+        ``converged``."""
         self._require_fitted()
         bow, ids, failures, unknown = self.bag_of_words(docs)
         k = self.num_topics
@@ -202,12 +206,14 @@ class CorrelatedTopicCritic(Critic):
             empty = torch.zeros(0, k, dtype=torch.float64)
             return Projection(doc_ids=[], posterior=self._posterior(empty, empty + 1.0),
                               latent_steps=torch.zeros(0, dtype=torch.float64), failures=failures,
-                              extras={"tokens": [], "top_topics": [], "inference_steps": [], "converged": []})
+                              extras={"tokens": [], "top_topics": [], "top_topic_z": [], "inference_steps": [],
+                                      "converged": []})
         local = self._infer(bow)
         m, v = local.m.to(torch.float64), local.v.to(torch.float64)
         posterior = self._posterior(m, v)
         weights = torch.softmax(m, -1).cpu()
         top = torch.topk(weights, min(5, k), dim=-1)
+        top_z = torch.gather(self.prior_z_scores(m).cpu(), 1, top.indices)
         return Projection(
             doc_ids=ids,
             posterior=posterior,
@@ -216,6 +222,7 @@ class CorrelatedTopicCritic(Critic):
             extras={"tokens": [int(t) for t in bow.num_tokens],
                     "top_topics": [[[int(i), round(float(w), 6)] for i, w in zip(ti, tw)]
                                    for ti, tw in zip(top.indices.tolist(), top.values.tolist())],
+                    "top_topic_z": [[round(float(v), 6) for v in row] for row in top_z.tolist()],
                     "inference_steps": local.steps.tolist(),
                     "converged": local.converged.tolist()},
             unknown=unknown,
@@ -232,11 +239,40 @@ class CorrelatedTopicCritic(Critic):
         return torch.distributions.MultivariateNormal(g.mu.to(torch.float64), scale_tril=g.scale_tril.to(torch.float64))
 
     # ------------------------------------------------------------------ helpers for plots and reports
+    def prior_z_scores(self, m: torch.Tensor) -> torch.Tensor:
+        """``(m_k - mu_k) / sqrt(Sigma_kk)``: each topic coefficient of ``m (..., K)`` as a z-score under the
+        prior's marginal ``N(mu_k, Sigma_kk)`` (float64)."""
+        self._require_fitted()
+        g = self.globals_
+        mu = g.mu.to(device=m.device, dtype=torch.float64)
+        sd = g.scale_tril.to(device=m.device, dtype=torch.float64).pow(2).sum(-1).sqrt()
+        return (m.to(torch.float64) - mu) / sd
+
     def topic_words(self, n: int = 10) -> list[list[str]]:
         """The ``n`` most probable words of every topic."""
         self._require_fitted()
         top = torch.topk(self.globals_.log_phi.cpu(), min(n, len(self.vocab_)), dim=-1).indices
         return [[self.vocab_[i] for i in row] for row in top.tolist()]
+
+    # ------------------------------------------------------------------ report
+    far_z: float = 2.0
+    """The report marks a topic whose coefficient is more than this many prior standard deviations from
+    the prior mean (:meth:`prior_z_scores`)."""
+
+    def report_figures(self, result, documents) -> dict:
+        """Paper fig. 6 for each candidate set: its aggregated-posterior topic covariance beside the
+        reference's, topics in the clustered order of the reference (:mod:`critics.topics.report`)."""
+        from .report import ctm_figures
+
+        return ctm_figures(self, result, documents)
+
+    def document_view(self, doc: Document, result) -> str | None:
+        """The document's heaviest topics with their weights, z-scores under the prior and top words; topics
+        far from the prior (``|z| > far_z``) marked.  From the result's extras, else the document projected
+        again."""
+        from .report import ctm_view
+
+        return ctm_view(self, doc, result)
 
     # ------------------------------------------------------------------ state
     def _get_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:

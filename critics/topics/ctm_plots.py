@@ -11,7 +11,7 @@
 - :func:`clustered_order`: topics ordered by average-linkage hierarchical clustering of the rows of
   the *reference* covariance (``scipy.cluster.hierarchy``, optimal leaf ordering), used for every set.
 - :func:`covariance_heatmaps`: one heatmap per set, side by side, values clamped to ``[-5, 5]``
-  (app. F), the same colour scale for all.
+  (app. F), the same colour scale for all (:func:`covariance_heatmaps_figure` returns the figure).
 - :func:`top_words` and :func:`outlier_topics` (table 14: for flagged documents, their top topics
   and those topics' top words).
 """
@@ -30,8 +30,8 @@ from critic.plots import new_figure, save_figure
 
 from .ctm import centre
 
-__all__ = ["aggregated_covariance", "clustered_order", "covariance_heatmaps", "top_words", "outlier_topics",
-           "posterior_moments"]
+__all__ = ["aggregated_covariance", "clustered_order", "covariance_heatmaps", "covariance_heatmaps_figure",
+           "top_words", "outlier_topics", "posterior_moments"]
 
 
 def posterior_moments(critic, docs: Sequence[Document]) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -78,9 +78,18 @@ def clustered_order(reference_cov: np.ndarray, *, method: str = "average") -> np
 def covariance_heatmaps(covariances: Mapping[str, np.ndarray], path: str | Path, *, reference: str | None = None,
                         clamp: float = 5.0, order: np.ndarray | None = None,
                         latent_nll: Mapping[str, float] | None = None) -> Path:
+    """:func:`covariance_heatmaps_figure` saved at ``path`` (PNG, or SVG for ``.svg``; atomically)."""
+    return save_figure(covariance_heatmaps_figure(covariances, reference=reference, clamp=clamp, order=order,
+                                                  latent_nll=latent_nll), path)
+
+
+def covariance_heatmaps_figure(covariances: Mapping[str, np.ndarray], *, reference: str | None = None,
+                               clamp: float = 5.0, order: np.ndarray | None = None,
+                               latent_nll: Mapping[str, float] | None = None):
     """Fig. 6: one heatmap per set (``name -> (K, K)`` covariance), topics ordered by
     :func:`clustered_order` of the ``reference`` set's covariance (default: the first), values
-    clamped to ``[-clamp, clamp]``; ``latent_nll`` (name -> value) goes into the titles."""
+    clamped to ``[-clamp, clamp]``; ``latent_nll`` (name -> value) goes into the titles.  Returns the
+    matplotlib figure (on its own Agg canvas)."""
     names = list(covariances)
     if not names:
         raise ValueError("no covariance to plot")
@@ -98,7 +107,7 @@ def covariance_heatmaps(covariances: Mapping[str, np.ndarray], path: str | Path,
         ax.set_xticks([])
         ax.set_yticks([])
     fig.colorbar(image, ax=list(axes), shrink=0.8)
-    return save_figure(fig, path)
+    return fig
 
 
 def top_words(critic, n: int = 10) -> list[list[str]]:

@@ -23,7 +23,8 @@ from critic.plots import new_figure, save_figure
 
 from .lda import LdaCodeMixCritic, topic_labels
 
-__all__ = ["posterior_points", "ternary", "simplex_scatter", "code_mixing_figure", "CORNERS"]
+__all__ = ["posterior_points", "gamma_points", "ternary", "simplex_scatter", "mean_weights_figure",
+           "code_mixing_figure", "CORNERS"]
 
 CORNERS = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, math.sqrt(3) / 2]])
 """Plane positions of the three topics' corners (topic 0 bottom left, 1 bottom right, 2 top)."""
@@ -50,14 +51,20 @@ def posterior_points(critic: LdaCodeMixCritic, docs: Sequence[Document], *, samp
         failures.update(p.failures)
         if not len(p):
             continue
-        if mean:
-            chunks.append(p.posterior.mean.detach().cpu().numpy())
-            continue
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed + k)
-            z = p.posterior.sample((samples,))  # (samples, B, M)
-        chunks.append(z.transpose(0, 1).reshape(-1, z.shape[-1]).detach().cpu().numpy())
+        chunks.append(gamma_points(p.posterior.concentration, samples=samples, mean=mean, seed=seed + k))
     return (np.concatenate(chunks) if chunks else np.zeros((0, critic.num_topics))), failures
+
+
+def gamma_points(gamma, *, samples: int = 1, mean: bool = False, seed: int = 0) -> np.ndarray:
+    """``(n * samples, M)`` draws from ``Dirichlet(gamma)`` for each row of ``gamma (n, M)`` (seeded; the global
+    RNG is left alone), a document's ``samples`` draws together; or the means ``gamma / sum gamma``."""
+    gamma = torch.as_tensor(gamma, dtype=torch.float64)
+    if mean:
+        return (gamma / gamma.sum(-1, keepdim=True)).detach().cpu().numpy()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        z = torch.distributions.Dirichlet(gamma, validate_args=bool(len(gamma))).sample((samples,))  # (S, n, M)
+    return z.transpose(0, 1).reshape(-1, gamma.shape[-1]).detach().cpu().numpy()
 
 
 def simplex_scatter(sets: Mapping[str, np.ndarray], path: str | Path | None = None, *,
@@ -88,6 +95,29 @@ def simplex_scatter(sets: Mapping[str, np.ndarray], path: str | Path | None = No
     fig.tight_layout()
     if path is not None:
         save_figure(fig, path)
+    return fig
+
+
+def mean_weights_figure(means: Mapping[str, np.ndarray], *, labels: Sequence[str] | None = None,
+                        title: str | None = None):
+    """Grouped bars: each set's mean topic weights (``name -> (M,)``), one group per topic; returns the
+    figure (for ``M != 3``, where no simplex can be drawn)."""
+    if not means:
+        raise ValueError("no set of topic weights to plot")
+    m = len(next(iter(means.values())))
+    labels = list(labels) if labels is not None else [f"topic {k}" for k in range(m)]
+    fig = new_figure(figsize=(max(5.0, 0.5 * m * max(len(means), 1) + 2.0), 3.8))
+    ax = fig.subplots()
+    width = 0.8 / len(means)
+    for k, (name, values) in enumerate(means.items()):
+        ax.bar(np.arange(m) + (k - (len(means) - 1) / 2) * width, np.asarray(values, dtype=np.float64), width,
+               label=name)
+    ax.set_xticks(range(m), labels, rotation=45 if m > 3 else 0, ha="right" if m > 3 else "center", fontsize=7)
+    ax.set_ylabel("mean topic weight")
+    if title:
+        ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
     return fig
 
 

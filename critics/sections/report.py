@@ -1,0 +1,105 @@
+"""What the section critics show in the HTML report (:meth:`critic.critic.Critic.report_figures`,
+:meth:`critic.critic.Critic.document_view`).
+
+- :func:`transition_figures`: paper fig. 4 for each candidate set against the reference, the
+  transitions whose frequency differs drawn as a graph
+  (:func:`~critics.sections.plots.transition_difference_graph_figure`).
+- :func:`chain_view`: a flagged document's section-type chain as the critic sees it, one row per
+  section in place (its title, type and first characters of text) with the transition into it and
+  that transition's log-probability under the fitted prior, the transitions with ``P < 0.01`` (the
+  threshold of the paper's table 12) highlighted, and the final transition to ``<eos>``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+from critic.document import Document
+
+from ..report_html import excerpt, note, number, paragraph, table, view
+from .analysis import section_paths
+from .critic import DROPPED, SectionTransitionCritic
+from .plots import transition_difference_graph_figure
+
+__all__ = ["transition_figures", "chain_view", "UNLIKELY"]
+
+UNLIKELY = 0.01
+"""A transition is highlighted when the prior gives it ``P < UNLIKELY`` (the paper's table 12)."""
+
+
+def transition_figures(critic: SectionTransitionCritic, result: Any, documents: Mapping[str, Sequence[Document]], *,
+                       top: int = 20, threshold: float = 0.05, min_difference: float = 0.02) -> dict[str, Any]:
+    """Fig. 4 of each candidate set against the reference (caption -> figure); sets whose documents are
+    not given are left out."""
+    reference = result.reference.name
+    if reference not in documents:
+        return {}
+    ref_paths = section_paths(critic, documents[reference])
+    out = {}
+    for name in result.candidates:
+        if name not in documents:
+            continue
+        fig = transition_difference_graph_figure(critic, ref_paths, section_paths(critic, documents[name]), name=name,
+                                                 top=top, threshold=threshold, min_difference=min_difference)
+        caption = (f"Section transitions of '{name}' against '{reference}' (paper fig. 4): among the {top} most "
+                   f"frequent section types, an arrow for each transition whose share differs by at least "
+                   f"{min_difference}, labelled P_{name}(z_m | z_m-1) - P_{reference}(z_m | z_m-1), its width "
+                   f"growing with the difference; red: transitions the fitted prior finds unlikely "
+                   f"(P_c < {threshold}).")
+        out[caption] = fig
+    return out
+
+
+def chain_view(critic: SectionTransitionCritic, doc: Document, types: Sequence[str], *, how: str,
+               probabilities: Sequence[float] | None = None, threshold: float = UNLIKELY) -> str:
+    """The view of ``doc``'s chain ``types`` (one type per section the critic keeps: boilerplate
+    sections are shown, dropped, without a type).  ``probabilities``: the classifier's probability of
+    each type; ``how``: one sentence on where the types come from."""
+    sections = critic._memo().sections(doc.sections)
+    if sum(v != DROPPED for v in sections) != len(types):
+        return view(note(f"The critic's {len(types)} section types do not match the document's sections."),
+                    kind="sections")
+    header = ["§", "title", "type"] + (["P(type | text)"] if probabilities is not None else []) + [
+        "transition", "log P", "P", "text"]
+    align = "rll" + ("r" if probabilities is not None else "") + "lrrw"
+    rows, classes, attrs = [], [], []
+    previous, total, unlikely, k = "<bos>", 0.0, 0, 0
+
+    def transition(current: str) -> tuple[list, str | None, dict]:
+        nonlocal total, unlikely
+        log_p = critic.transition_log_probability(previous, current)
+        p = critic.transition_probability(previous, current)
+        total += log_p
+        bad = p < threshold
+        unlikely += bad
+        return ([f"{previous} → {current}", number(log_p), number(p, ".3g")], "unlikely" if bad else None,
+                {"data-from": previous, "data-to": current, "data-logp": repr(log_p), "data-p": repr(p)})
+
+    for m, (section, seen) in enumerate(zip(doc.sections, sections)):
+        title = section.title if section.title is not None and section.title.strip() else "(untitled)"
+        if seen == DROPPED:
+            rows.append([m + 1, title, "(dropped)"] + ([""] if probabilities is not None else [])
+                        + ["", "", "", excerpt(section.text)])
+            classes.append("dropped")
+            attrs.append({})
+            continue
+        current = types[k]
+        cells, cls, attr = transition(current)
+        rows.append([m + 1, title, current] + ([number(probabilities[k])] if probabilities is not None else [])
+                    + cells + [excerpt(section.text)])
+        classes.append(cls)
+        attrs.append(attr)
+        previous, k = current, k + 1
+    cells, cls, attr = transition("<eos>")
+    rows.append(["", "", "<eos>"] + ([""] if probabilities is not None else []) + cells + [""])
+    classes.append(cls)
+    attrs.append(attr)
+    n = len(types) + 1
+    summary = (f"{how} Each row gives the transition into the section's type and its log-probability under the "
+               f"fitted prior, log P_c(z_m | z_m-1); highlighted: transitions with P < {threshold:g} "
+               f"({unlikely} of {n}). Sum of the log-probabilities: {total:.3f}"
+               + ("." if math.isfinite(total) else " (an impossible transition)."))
+    return view(paragraph(summary),
+                table(header, rows, align=align, row_classes=classes, row_attrs=attrs, css="sections-chain"),
+                kind="sections")

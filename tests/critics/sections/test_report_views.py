@@ -1,0 +1,136 @@
+"""The section critics in the HTML report: fig. 4 per candidate, and a flagged document's chain with each
+transition's log P recomputed from the fitted counts, the unlikely ones (P < 0.01) marked, text in place."""
+
+from __future__ import annotations
+
+import html
+import math
+
+import pytest
+
+from critic import criticize
+from critic.corpora.manpages import build_manpages
+from critic.corrupt import corrupt_all
+from critic.document import Document, Section, read_jsonl
+from critic.plots import svg_markup
+from critics.report_html import excerpt
+from critics.sections import ClassifierSectionCritic, SectionTransitionCritic, TitleNormalizer, UNKNOWN
+from critics.sections.analysis import section_paths
+from critics.sections.normalize import DEFAULT_DROP_TITLES
+from tests.critics.view_html import rows
+
+DELTA = 0.01
+NORMALIZE = TitleNormalizer()
+DROP = {NORMALIZE(t) for t in DEFAULT_DROP_TITLES}
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory, fixture_manpage_root):
+    out = tmp_path_factory.mktemp("pages")
+    build_manpages(out, root=fixture_manpage_root, install=False)
+    return {s: read_jsonl(out / f"{s}.jsonl") for s in ("train", "valid", "test")}
+
+
+@pytest.fixture(scope="module")
+def critic(pages):
+    return SectionTransitionCritic(delta=DELTA).fit(pages["train"])
+
+
+@pytest.fixture(scope="module")
+def sets(pages):
+    test = pages["test"] + pages["valid"]
+    return {"reference": test, "permuted": corrupt_all(test, "permuted", seed=0),
+            "repeated": corrupt_all(test, "repeated", seed=1)}
+
+
+def hand_log_prob(critic, previous: str, current: str) -> float:
+    """log P(current | previous) by the add-delta formula on the fitted counts."""
+    start, trans, end = critic.counts_
+    k = len(critic.vocab_)
+    if previous == "<bos>":
+        return math.log((start[critic.index_[current]] + DELTA) / (start.sum() + DELTA * k))
+    i = critic.index_[previous]
+    row = trans[i].sum() + end[i] + DELTA * (k + 1)
+    count = end[i] if current == "<eos>" else trans[i, critic.index_[current]]
+    return math.log((count + DELTA) / row)
+
+
+def check_chain(critic, doc: Document, view: str, types: list[str]) -> list[dict]:
+    """The view's transition rows are <bos> -> types -> <eos>, with the hand-computed log P, marked
+    unlikely exactly when P < 0.01; returns the rows."""
+    table = rows(view, "sections-chain")
+    steps = [r for r in table if "data-logp" in r["attrs"]]
+    path = ["<bos>", *types, "<eos>"]
+    assert [(r["attrs"]["data-from"], r["attrs"]["data-to"]) for r in steps] == list(zip(path, path[1:]))
+    for r in steps:
+        want = hand_log_prob(critic, r["attrs"]["data-from"], r["attrs"]["data-to"])
+        assert float(r["attrs"]["data-logp"]) == pytest.approx(want, rel=1e-12, abs=1e-12)
+        assert (r["class"] == "unlikely") == (math.exp(want) < 0.01), r
+        assert r["cells"][r["cells"].index(f"{r['attrs']['data-from']} → {r['attrs']['data-to']}") + 1] == \
+            f"{want:.3f}"
+    return table
+
+
+def test_given_title_view_recomputes_each_transition_and_marks_the_unlikely(critic, sets):
+    result = criticize(critic, sets["reference"], {"permuted": sets["permuted"]}, n_bootstrap=20, n_permutations=20)
+    by_id = {d.id: d for d in sets["permuted"]}
+    marked = total = 0
+    for d in result.candidates["permuted"].documents:
+        doc = by_id[d.id]
+        view = critic.document_view(doc, d)
+        types = section_paths(critic, [doc])[0]
+        table = check_chain(critic, doc, view, types)
+        marked += sum(r["class"] == "unlikely" for r in table)
+        total += len(types) + 1
+        # every section in place, in order: number, title, its first 200 characters; boilerplate dropped
+        section_rows = [r for r in table if r["cells"][0]]
+        assert [r["cells"][1] for r in section_rows] == [s.title for s in doc.sections]
+        assert [r["cells"][-1] for r in section_rows] == [excerpt(s.text) for s in doc.sections]
+        dropped = [r["cells"][1] for r in section_rows if r["class"] == "dropped"]
+        assert dropped == [s.title for s in doc.sections if NORMALIZE(s.title) in DROP]
+        assert -sum(float(r["attrs"]["data-logp"]) for r in table if "data-logp" in r["attrs"]) == \
+            pytest.approx(d.latent_nll, rel=1e-12)
+    assert 0 < marked < total  # the threshold splits the transitions: the check above can fail both ways
+
+
+def test_view_escapes_titles_and_text(critic):
+    doc = Document("x", (Section("NAME", "a <b>bold</b> & more"), Section("<script>alert(1)</script>", "<i>")))
+    view = critic.document_view(doc, None)
+    assert "<script>" not in view and "<b>" not in view and "<i>" not in view
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in view and "a &lt;b&gt;bold&lt;/b&gt; &amp; more" in view
+    table = rows(view, "sections-chain")
+    assert table[1]["cells"][1:3] == ["<script>alert(1)</script>", UNKNOWN]  # unseen title: <unk>
+    assert "cannot read this document's sections: document has no sections" in \
+        html.unescape(critic.document_view(Document("e", ()), None))
+
+
+def test_one_fig4_per_candidate(critic, sets):
+    result = criticize(critic, sets["reference"], {k: v for k, v in sets.items() if k != "reference"},
+                       n_bootstrap=20, n_permutations=20)
+    figures = critic.report_figures(result, sets)
+    assert len(figures) == 2
+    for name, (caption, fig) in zip(("permuted", "repeated"), figures.items()):
+        assert f"'{name}' against 'reference'" in caption and "fig. 4" in caption
+        assert svg_markup(fig).startswith("<svg")
+    assert critic.report_figures(result, {"permuted": sets["permuted"]}) == {}  # no reference documents
+    assert len(critic.report_figures(result, {"reference": sets["reference"], "permuted": sets["permuted"]})) == 1
+
+
+def test_classifier_view_shows_its_map_types_and_their_probabilities(pages, sets):
+    critic = ClassifierSectionCritic(delta=DELTA).fit(pages["train"], validation=pages["valid"])
+    untitled = [d.replace_sections([Section(None, s.text) for s in d.sections]) for d in sets["permuted"]]
+    result = criticize(critic, sets["reference"], {"untitled": untitled}, n_bootstrap=20, n_permutations=20)
+    for d, doc in zip(result.candidates["untitled"].documents, untitled):
+        assert d.id == doc.id
+        view = critic.document_view(doc, d)
+        log_probs = critic.classifier_.log_proba([s.text for s in doc.sections])
+        best, index = log_probs.max(-1)
+        types = [critic.vocab_[j] for j in index.tolist()]
+        assert d.extras["labels"] == types
+        table = check_chain(critic, doc, view, types)
+        section_rows = [r for r in table if r["cells"][0]]
+        assert [r["cells"][1] for r in section_rows] == ["(untitled)"] * len(doc.sections)
+        assert [r["cells"][3] for r in section_rows] == [f"{p:.3f}" for p in best.exp().tolist()]
+        assert critic.document_view(doc, None) == view  # without extras: the document classified again
+    with_title = critic.document_view(Document("t", (Section("<script>", "x"),)), None)
+    assert "&lt;script&gt;" in with_title and "<script>" not in with_title
