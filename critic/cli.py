@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from . import registry
+from . import progress, registry
 from .config import ConfigError, check_config, check_params, describe_settings, line_of, read_toml, suggest
 from .critic import Critic, resolve_device
 from .criticism import criticize
@@ -88,6 +88,17 @@ def _probability(text: str) -> float:
     if not 0.0 < value <= 1.0:
         raise argparse.ArgumentTypeError(f"must lie in (0, 1], got {value}")
     return value
+
+
+def _named_number(text: str) -> tuple[str, float]:
+    name, sep, value = text.partition("=")
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not sep or not name or not (number > 0 and number < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE with a positive number, got {text!r}")
+    return name, number
 
 
 def _named_file(text: str) -> tuple[str, Path]:
@@ -167,7 +178,10 @@ def cmd_fit(args) -> int:
     check_replaceable(args.out, "critic.json", "a saved critic")
     train, _ = _read(args, args.train)
     valid = _read(args, args.valid)[0] if args.valid else None
-    critic = cls(**params).to(args.device).fit(train, validation=valid)
+    print(f"fitting {args.critic} on {len(train)} documents"
+          + (f" (validation: {len(valid)})" if valid else "") + " ...", file=sys.stderr, flush=True)
+    with progress.shown():
+        critic = cls(**params).to(args.device).fit(train, validation=valid)
     critic.save(args.out)
     print(f"fitted {args.critic} on {len(train)} documents; saved to {args.out}")
     for warning in critic.fit_warnings():
@@ -245,12 +259,16 @@ def _critic_dirs(named: Sequence[str]) -> dict[str, Path]:
 
 
 def cmd_report(args) -> int:
-    from .panel import criticize_panel
+    from .panel import add_set_statistics, criticize_panel
     from .report import write_panel_report
 
     named = _candidates(args.candidate, "reference")
     if not named:
         raise ValueError("give at least one --candidate NAME=FILE (the generations to criticise)")
+    args.word_ppl = dict(args.word_ppl)
+    for name in args.word_ppl:
+        if name not in named:
+            raise ValueError(f"--word-ppl {name}=...: no candidate set {name!r} (the candidates: {', '.join(named)})")
     dirs = _critic_dirs(args.critic)
     critics = {label: Critic.load(path, device=args.device) for label, path in dirs.items()}
     check_replaceable(args.out, "results.json", "a report directory")
@@ -262,6 +280,7 @@ def cmd_report(args) -> int:
     panel = criticize_panel(critics, reference, candidates, reads=reads, level=args.flag_level, top=args.top,
                             paths={"reference": args.reference, **named}, n_bootstrap=args.n_bootstrap,
                             n_permutations=args.n_permutations, seed=args.seed, progress=True)
+    add_set_statistics(panel, reference, candidates, word_ppl=args.word_ppl, mauve=args.mauve, seed=args.seed)
     written = write_panel_report(panel, args.out, documents={"reference": reference, **candidates}, critics=critics,
                                  extra={"critic_dirs": {k: str(v) for k, v in dirs.items()}})
     print(panel)
@@ -427,6 +446,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-bootstrap", type=_positive_int, default=1000, help="bootstrap resamples of the CIs")
     p.add_argument("--n-permutations", type=_positive_int, default=2000,
                    help="permutations of the two-sample tests (default 2000)")
+    p.add_argument("--word-ppl", action="append", type=_named_number, default=[], metavar="NAME=VALUE",
+                   help="a candidate's word perplexity (from critic lm ppl), shown beside the critics; repeatable")
+    p.add_argument("--mauve", action="store_true",
+                   help="MAUVE of each candidate against the reference (offline MiniLM features; sets of at least "
+                        "50 documents)")
     _common(p)
     _input_options(p)
     p.set_defaults(func=cmd_report)

@@ -135,15 +135,30 @@ def _summary_rows(label: str, result: CriticismResult) -> list[str]:
             f"<td>{'—' if c is None else _num(c.difference, '+.3f')}</td>"
             f"<td>{'—' if c is None else _ci(c.difference_ci, '+.3f')}</td>"
             f"<td>{'—' if c is None else _num(c.p_value, '.4f')}</td>"
-            f"<td title=\"{_e(skipped_title)}\">{s.n_skipped}</td><td>{s.n_unknown}</td></tr>")
+            f"<td title=\"{_e(skipped_title)}\">{s.n_skipped}</td><td>{s.n_unknown}</td>"
+            f"<td class=\"l\">{_statistics(result, s)}</td></tr>")
     return rows
+
+
+def _statistics(result: CriticismResult, s) -> str:
+    """The set's other statistics (word PPL, MAUVE, ...) as ``name value``; a missing one with its reason."""
+    from .results import STATISTICS
+
+    key = "reference" if s is result.reference else f"candidates.{s.name}"
+    cells = []
+    for name, value in s.statistics.items():
+        label = STATISTICS.get(name, (None, name))[1]
+        why = result.null_reasons.get(f"{key}.{name}", "")
+        cells.append(f"{_e(label)} {_num(value)}" if value is not None
+                     else f"<span title=\"{_e(why)}\">{_e(label)} —</span>")
+    return "; ".join(cells)
 
 
 def summary_html(panel: PanelResult) -> str:
     """The summary table of every critic and set (the report's, and a notebook's ``_repr_html_``)."""
     head = ("<tr><th class=\"l\">critic</th><th class=\"l\">set</th><th>n</th><th class=\"l\">statistic</th>"
             "<th>value</th><th>95% CI</th><th>Δ vs reference</th><th>95% CI</th><th>p-value</th><th>skipped</th>"
-            "<th>unknown</th></tr>")
+            "<th>unknown</th><th class=\"l\">other statistics</th></tr>")
     rows = [row for label, result in panel.results.items() for row in _summary_rows(label, result)]
     return (f"<table id=\"summary\"><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
             "<p class=\"muted\">Each critic's statistic is the one that fits its latent: Latent PPL for discrete "

@@ -30,12 +30,15 @@ from .criticism import criticize
 from .document import Document, DocumentError, iter_json_lines
 from .results import SCHEMA_VERSION, CriticismResult, DocumentResult, json_ready
 
-__all__ = ["Flag", "PanelResult", "criticize_panel", "load_results", "FLAG_LEVEL", "FLAG_TOP"]
+__all__ = ["Flag", "PanelResult", "criticize_panel", "add_set_statistics", "load_results", "FLAG_LEVEL", "FLAG_TOP",
+           "MAUVE_MIN_DOCUMENTS"]
 
 FLAG_LEVEL = 0.01
 """Default outlier p-value at or below which a document can be flagged."""
 FLAG_TOP = 20
 """Default number of least likely documents per critic and set that can be flagged."""
+MAUVE_MIN_DOCUMENTS = 50
+"""MAUVE of a set with fewer documents (on either side) is not reported: its quantisation is not trusted."""
 
 
 @dataclass
@@ -94,6 +97,13 @@ class PanelResult:
         flags.sort(key=lambda f: (-len(f.by), f.min_p_value, order[f.set], f.id))
         return flags
 
+    def add_statistic(self, name: str, values: dict[str, float | None], *,
+                      reasons: dict[str, str] | None = None) -> None:
+        """Attach a set statistic that does not depend on the critic (word PPL, MAUVE) to every critic's
+        result: see :meth:`~critic.results.CriticismResult.add_statistic`."""
+        for result in self.results.values():
+            result.add_statistic(name, values, reasons=reasons)
+
     def to_dict(self) -> dict:
         """The ``results.json`` payload of the panel."""
         return json_ready({"schema_version": SCHEMA_VERSION, "kind": "panel",
@@ -121,6 +131,31 @@ def criticize_panel(critics: Mapping[str, Critic], reference: Sequence[Document]
         raise ValueError(f"flag level must lie in (0, 1], got {level!r}")
     results = {label: criticize(critic, reference, candidates, **criticize_kwargs) for label, critic in critics.items()}
     return PanelResult(results, reads=dict(reads or {}), level=level, top=top)
+
+
+def add_set_statistics(panel: PanelResult, reference: Sequence[Document], candidates: Mapping[str, Sequence[Document]],
+                       *, word_ppl: Mapping[str, float] | None = None, mauve: bool = False, seed: int = 0) -> None:
+    """Statistics of the sets beside every critic's: ``word_ppl`` (candidate -> a word perplexity measured
+    elsewhere, e.g. ``critic lm ppl``) and MAUVE of each candidate against the reference (the ``mauve_text``
+    metric: offline MiniLM document vectors; ``null`` with the reason under :data:`MAUVE_MIN_DOCUMENTS`)."""
+    if word_ppl:
+        panel.add_statistic("word_ppl", {"reference": None, **{n: word_ppl.get(n) for n in candidates}},
+                            reasons={"reference": "real text: no model to score",
+                                     **{n: "not given (--word-ppl NAME=VALUE)" for n in candidates if n not in word_ppl}})
+    if mauve:
+        from .registry import get_metric
+
+        mauve_text = get_metric("mauve_text").fn
+        texts = [d.text for d in reference]
+        values, reasons = {"reference": None}, {"reference": "the reference is what MAUVE compares with"}
+        for name, docs in candidates.items():
+            if min(len(docs), len(texts)) >= MAUVE_MIN_DOCUMENTS:
+                values[name] = mauve_text([d.text for d in docs], texts, seed=seed)
+            else:
+                values[name] = None
+                reasons[name] = (f"{len(docs)} documents against {len(texts)} (< {MAUVE_MIN_DOCUMENTS}): too few for "
+                                 "MAUVE's quantisation to be trusted")
+        panel.add_statistic("mauve", values, reasons=reasons)
 
 
 def _documents(path: Path) -> dict[tuple[str | None, str], list[DocumentResult]]:

@@ -41,7 +41,7 @@ from .config import ConfigError, Key, Schema, check_params
 from .critic import Critic
 from .inputs import FORMATS, InputOptions, ReadReport, read_documents
 from .io import sha256_file
-from .panel import FLAG_LEVEL, FLAG_TOP, criticize_panel
+from .panel import FLAG_LEVEL, FLAG_TOP, add_set_statistics, criticize_panel
 from .registry import get_critic, register_runner
 from .stages import Stage
 
@@ -68,6 +68,8 @@ SCHEMA = Schema(
             "flag_level": Key(float, FLAG_LEVEL, gt=0, max=1, help="flag at outlier p-values at most this"),
             "n_bootstrap": Key(int, 1000, min=1, help="bootstrap resamples of the CIs"),
             "n_permutations": Key(int, 2000, min=1, help="permutations of the two-sample tests"),
+            "word_ppl": Key(dict, {}, help="candidate -> its word perplexity (critic lm ppl), shown beside"),
+            "mauve": Key(bool, False, help="MAUVE of each candidate against the reference (50+ documents)"),
         },
     },
 )
@@ -144,6 +146,10 @@ def main(config: dict[str, Any], *, out: Path, seed: int = 0, device: str = "cpu
     sets, settings = config["sets"], config["report"]
     if "reference" not in sets or not sets.get("candidates"):
         raise ConfigError("report config: [sets] needs reference = FILE and candidates = {NAME = FILE, ...}")
+    for name, value in settings["word_ppl"].items():
+        if name not in sets["candidates"] or isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise ConfigError(f"report config: [report] word_ppl: {name} = {value!r}: needs a candidate set's name "
+                              "and a positive number")
     options = InputOptions(**{k: v for k, v in config["inputs"].items()})
     detect = InputOptions(**{**config["inputs"], "format": "auto"})
     out = Path(out)
@@ -168,6 +174,8 @@ def main(config: dict[str, Any], *, out: Path, seed: int = 0, device: str = "cpu
         panel = criticize_panel(critics, reference, candidates, reads=reads, level=settings["flag_level"],
                                 top=settings["top"], paths=files, n_bootstrap=settings["n_bootstrap"],
                                 n_permutations=settings["n_permutations"], seed=seed)
+        add_set_statistics(panel, reference, candidates, word_ppl=settings["word_ppl"], mauve=settings["mauve"],
+                           seed=seed)
         write_panel_report(panel, report.path, documents={"reference": reference, **candidates}, critics=critics,
                            extra={"run": {"config": config, "seed": seed, "device": str(device)}})
         report.commit()

@@ -90,6 +90,7 @@ METRICS = {
     "slor": (slor, "syntactic log-odds ratio (seed 003)"),
     "wpslor": (wpslor, "SLOR over WordPiece tokens (seed 003)"),
     "mauve": (mauve_score, "MAUVE of two feature sets (mauve-text)"),
+    "mauve_text": (mauve_text, "MAUVE of two text sets on the offline MiniLM document vectors"),
     "correlations": (correlations, "Pearson/Spearman/Kendall against judgments"),
     "r_squared": (r_squared, "R^2 of judgments regressed on metrics (seed 000)"),
 }

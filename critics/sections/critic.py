@@ -407,6 +407,16 @@ class SectionTransitionCritic(Critic):
         return float(p.transition[i, self.index_[current]])
 
     # ------------------------------------------------------------ report
+    def fit_warnings(self) -> list[str]:
+        """A prior over a single section type (e.g. every training document has one section, titled alike)
+        scores every chain of a given length the same: it cannot tell documents apart."""
+        self._require_fitted()
+        types = [t for t in self.vocab_ if t != UNKNOWN]
+        if len(types) > 1:
+            return []
+        return [f"fitted on a single section type ({', '.join(map(repr, types)) or 'none'}): every document's chain "
+                "scores the same for its length, so this critic cannot tell documents apart"]
+
     def report_figures(self, result, documents):
         """Paper fig. 4 for each candidate set against the reference (:mod:`critics.sections.report`)."""
         from .report import transition_figures

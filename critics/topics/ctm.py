@@ -66,6 +66,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from critic import progress
+
 __all__ = ["BagOfWords", "WordBatch", "CTMGlobals", "FitResult", "LocalResult", "fit_ctm", "infer_local",
            "log_likelihood", "local_elbo", "PriorTerms", "sample_documents", "centre"]
 
@@ -406,6 +408,7 @@ def fit_ctm(bow: BagOfWords, num_topics: int, *, steps: int = 2000, batch_size: 
         order = rng.permutation(n)
         pos, converged, step = 0, False, 0
         full = bow.batch(np.arange(n), representation).to(device) if b == n else None
+        shown = progress.bar(int(steps), f"ctm: fitting K={k} on {n} documents", "step")
         for step in range(1, int(steps) + 1):
             if b == n:
                 idx_np, batch = np.arange(n), full
@@ -425,10 +428,14 @@ def fit_ctm(bow: BagOfWords, num_topics: int, *, steps: int = 2000, batch_size: 
             if not math.isfinite(value):
                 raise FloatingPointError(f"fit_ctm: the ELBO became {value} at step {step} (lower lr?)")
             trace.append(value)
+            shown.update()
+            if step % 50 == 0:
+                shown.set_postfix(elbo_per_doc=f"{value:.2f}", refresh=False)
             done = windows.add(torch.tensor([value]))
             if done is not None and bool(done.all()):
                 converged = True
                 break
+        shown.close()
 
     with torch.no_grad():
         globals_ = CTMGlobals(mu.detach().clone(), _scale_tril(raw_l).detach(), torch.log_softmax(eta, -1).detach())

@@ -99,3 +99,40 @@ def test_two_critics_from_folders_of_the_same_name_need_labels(job, capsys):
     assert main(["report", "--critic", str(tmp / "sections"), "--critic", str(tmp / "sections"),
                  "--reference", str(data / "test.jsonl"), "--candidate", f"a={gens}", "--out", str(tmp / "x")]) == 2
     assert "the label 'sections' is already used" in capsys.readouterr().err
+
+
+def test_word_ppl_and_mauve_beside_the_critics(job, capsys, tmp_path):
+    """--word-ppl as given; --mauve against mauve-text on the same MiniLM features, or null with its reason for
+    sets under 50 documents (this fixture's are)."""
+    tmp, data, generations, gens = job
+    out = tmp_path / "r"
+    assert main(["report", "--critic", str(tmp / "sections"), "--reference", str(data / "test.jsonl"),
+                 "--candidate", f"mymodel={gens}", "--candidate", f"other={gens}", "--sections", "markdown",
+                 "--word-ppl", "mymodel=27.5", "--mauve", "--n-bootstrap", "20", "--out", str(out)]) == 0
+    saved = json.loads((out / "results.json").read_text())["critics"]["sections"]
+    assert saved["candidates"]["mymodel"]["word_ppl"] == 27.5 and saved["candidates"]["other"]["word_ppl"] is None
+    assert saved["null_reasons"]["candidates.other.word_ppl"] == "not given (--word-ppl NAME=VALUE)"
+    assert saved["reference"]["word_ppl"] is None and saved["candidates"]["mymodel"]["mauve"] is None
+    assert saved["null_reasons"]["candidates.mymodel.mauve"].startswith(f"{len(generations)} documents against 4 (< 50)")
+    html = (out / "index.html").read_text()
+    assert "word PPL 27.500" in html and "MAUVE —" in html
+    assert main(["report", "--critic", str(tmp / "sections"), "--reference", str(data / "test.jsonl"),
+                 "--candidate", f"mymodel={gens}", "--word-ppl", "nobody=3", "--out", str(tmp_path / "x")]) == 2
+    assert "--word-ppl nobody=...: no candidate set 'nobody'" in capsys.readouterr().err
+
+
+def test_mauve_of_sets_large_enough_is_mauve_text_s(tmp_path, fixture_manpage_root):
+    from critic import criticize
+    from critic.panel import add_set_statistics
+    from critics.metrics.mauve import mauve_text
+    from critics.sections import SectionTransitionCritic
+
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
+    ref = [Document(f"r{i}", (Section("name", " ".join(words[j % 10] for j in range(i, i + 8))),)) for i in range(60)]
+    cand = [Document(f"c{i}", (Section("name", " ".join(words[(j * 3) % 10] for j in range(i, i + 5))),))
+            for i in range(55)]
+    critic = SectionTransitionCritic(delta=0.1).fit(ref)
+    panel = PanelResult({"s": criticize(critic, ref, {"lm": cand}, n_bootstrap=10, n_permutations=10)})
+    add_set_statistics(panel, ref, {"lm": cand}, mauve=True, seed=3)
+    want = mauve_text([d.text for d in cand], [d.text for d in ref], seed=3)
+    assert panel.results["s"].set("lm").statistics["mauve"] == pytest.approx(want, rel=1e-12)

@@ -95,6 +95,7 @@ def test_run_gives_the_report_command_s_report_and_resumes(files, capsys):
     (("num_topics = 3", "num_topiks = 3"), "[[critics]] #2 (topics) params: critic 'lda' has no setting 'num_topiks'"),
     (("params = {delta", "trian = 1\nparams = {delta"), "[[critics]] #1: unknown key(s) trian"),
     (("flag_level = 0.5", "flag_level = 2"), "flag_level"),
+    (("flag_level = 0.5", "flag_level = 0.5\nword_ppl = {nobody = 3}"), "[report] word_ppl: nobody = 3: needs a candidate"),
 ])
 def test_bad_report_configs_name_the_entry_and_write_nothing(files, capsys, edit, message):
     tmp, data, gens = files

@@ -134,3 +134,26 @@ def test_classifier_view_shows_its_map_types_and_their_probabilities(pages, sets
         assert critic.document_view(doc, None) == view  # without extras: the document classified again
     with_title = critic.document_view(Document("t", (Section("<script>", "x"),)), None)
     assert "&lt;script&gt;" in with_title and "<script>" not in with_title
+
+
+def test_a_critic_fitted_on_one_section_type_says_it_cannot_tell_documents_apart(tmp_path, capsys):
+    import json as _json
+
+    from critic.cli import main
+    from critic.document import write_jsonl
+
+    one = [Document(f"d{i}", (Section("text", f"words {i}"),)) for i in range(6)]
+    two = one + [Document("e", (Section("name", "x"), Section("text", "y")))]
+    assert SectionTransitionCritic(delta=0.1).fit(two).fit_warnings() == []
+    critic = SectionTransitionCritic(delta=0.1).fit(one)
+    assert critic.fit_warnings() == ["fitted on a single section type ('text'): every document's chain scores the "
+                                     "same for its length, so this critic cannot tell documents apart"]
+    train = write_jsonl(one, tmp_path / "train.jsonl")
+    assert main(["fit", "sections", "--train", str(train), "--out", str(tmp_path / "c"), "--params",
+                 '{"delta": 0.1}']) == 0
+    assert "critic: warning: fitted on a single section type ('text')" in capsys.readouterr().err
+    assert main(["report", "--critic", str(tmp_path / "c"), "--reference", str(train), "--candidate",
+                 f"same={train}", "--n-bootstrap", "20", "--out", str(tmp_path / "r")]) == 0
+    saved = _json.loads((tmp_path / "r" / "results.json").read_text())
+    assert saved["critics"]["c"]["critic"]["warnings"] == critic.fit_warnings()
+    assert "⚠ c: fitted on a single section type" in (tmp_path / "r" / "index.html").read_text()

@@ -166,3 +166,22 @@ def test_figures_and_tables(critic, corpus, tmp_path):
     assert [r["id"] for r in rows] == worst
     assert all(len(r["topics"]) == 2 and len(r["topics"][0]["words"]) == 4 for r in rows)
     assert rows[0]["topics"][0]["weight"] >= rows[0]["topics"][1]["weight"]
+
+
+def test_fit_counts_its_optimisation_steps_on_the_command_line_and_stays_quiet_in_python(tmp_path, capsys,
+                                                                                         fixture_manpage_root):
+    from critic.cli import main
+    from critic.corpora.manpages import build_manpages
+    from critic.document import read_jsonl
+
+    build_manpages(tmp_path / "data", root=fixture_manpage_root, install=False)
+    train = tmp_path / "data" / "train.jsonl"
+    capsys.readouterr()
+    assert main(["fit", "ctm", "--train", str(train), "--out", str(tmp_path / "c"),
+                 "--params", '{"num_topics": 3, "steps": 60, "tol": 0}']) == 0
+    err = capsys.readouterr().err
+    n = len(read_jsonl(train))
+    assert f"fitting ctm on {n} documents ..." in err and f"ctm: fitting K=3 on {n} documents" in err
+    assert "60/60" in err and "step" in err
+    CorrelatedTopicCritic(num_topics=3, steps=20).fit(read_jsonl(train))
+    assert "ctm: fitting" not in capsys.readouterr().err
