@@ -280,7 +280,8 @@ def cmd_report(args) -> int:
     panel = criticize_panel(critics, reference, candidates, reads=reads, level=args.flag_level, top=args.top,
                             paths={"reference": args.reference, **named}, n_bootstrap=args.n_bootstrap,
                             n_permutations=args.n_permutations, seed=args.seed, progress=True)
-    add_set_statistics(panel, reference, candidates, word_ppl=args.word_ppl, mauve=args.mauve, seed=args.seed)
+    add_set_statistics(panel, reference, candidates, critics=critics, word_ppl=args.word_ppl, mauve=args.mauve,
+                       seed=args.seed)
     written = write_panel_report(panel, args.out, documents={"reference": reference, **candidates}, critics=critics,
                                  extra={"critic_dirs": {k: str(v) for k, v in dirs.items()}})
     print(panel)

@@ -205,6 +205,13 @@ class Critic:
         documents of each set (set name -> documents).  Default: none."""
         return {}
 
+    def set_statistics(self, result: Any, documents: Mapping[str, Sequence[Document]]
+                       ) -> dict[str, tuple[dict[str, float | None], dict[str, str]]]:
+        """Statistics of each set that this critic's latent defines beside the Latent NLL (the section
+        critics' PDD of section types): name -> (set name -> value, set name -> why it has none).
+        Default: none."""
+        return {}
+
     def document_view(self, doc: Document, result: Any) -> str | None:
         """What this critic found in ``doc``, as an HTML fragment for the document's report page (its
         latent structure in place: section types, implausible mentions, topic mix), given the

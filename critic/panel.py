@@ -134,10 +134,16 @@ def criticize_panel(critics: Mapping[str, Critic], reference: Sequence[Document]
 
 
 def add_set_statistics(panel: PanelResult, reference: Sequence[Document], candidates: Mapping[str, Sequence[Document]],
-                       *, word_ppl: Mapping[str, float] | None = None, mauve: bool = False, seed: int = 0) -> None:
-    """Statistics of the sets beside every critic's: ``word_ppl`` (candidate -> a word perplexity measured
-    elsewhere, e.g. ``critic lm ppl``) and MAUVE of each candidate against the reference (the ``mauve_text``
-    metric: offline MiniLM document vectors; ``null`` with the reason under :data:`MAUVE_MIN_DOCUMENTS`)."""
+                       *, critics: Mapping[str, Critic] | None = None, word_ppl: Mapping[str, float] | None = None,
+                       mauve: bool = False, seed: int = 0) -> None:
+    """Statistics of the sets beside the Latent NLL: each critic's own (:meth:`Critic.set_statistics`, e.g.
+    PDD), ``word_ppl`` (candidate -> a word perplexity measured elsewhere, e.g. ``critic lm ppl``) and MAUVE
+    of each candidate against the reference (the ``mauve_text`` metric: offline MiniLM document vectors;
+    ``null`` with the reason under :data:`MAUVE_MIN_DOCUMENTS`)."""
+    documents = {panel.reference_name: reference, **candidates}
+    for label, critic in (critics or {}).items():
+        for name, (values, reasons) in critic.set_statistics(panel.results[label], documents).items():
+            panel.results[label].add_statistic(name, values, reasons=reasons)
     if word_ppl:
         panel.add_statistic("word_ppl", {"reference": None, **{n: word_ppl.get(n) for n in candidates}},
                             reasons={"reference": "real text: no model to score",

@@ -174,8 +174,8 @@ def main(config: dict[str, Any], *, out: Path, seed: int = 0, device: str = "cpu
         panel = criticize_panel(critics, reference, candidates, reads=reads, level=settings["flag_level"],
                                 top=settings["top"], paths=files, n_bootstrap=settings["n_bootstrap"],
                                 n_permutations=settings["n_permutations"], seed=seed)
-        add_set_statistics(panel, reference, candidates, word_ppl=settings["word_ppl"], mauve=settings["mauve"],
-                           seed=seed)
+        add_set_statistics(panel, reference, candidates, critics=critics, word_ppl=settings["word_ppl"],
+                           mauve=settings["mauve"], seed=seed)
         write_panel_report(panel, report.path, documents={"reference": reference, **candidates}, critics=critics,
                            extra={"run": {"config": config, "seed": seed, "device": str(device)}})
         report.commit()

@@ -417,6 +417,13 @@ class SectionTransitionCritic(Critic):
         return [f"fitted on a single section type ({', '.join(map(repr, types)) or 'none'}): every document's chain "
                 "scores the same for its length, so this critic cannot tell documents apart"]
 
+    def set_statistics(self, result, documents):
+        """PDD (seed 002) of each candidate's section types against the reference's, over positional bins
+        (:data:`critics.sections.report.PDD_BINS`): where in a document each type occurs."""
+        from .report import pdd_statistic
+
+        return pdd_statistic(self, result, documents)
+
     def report_figures(self, result, documents):
         """Paper fig. 4 for each candidate set against the reference (:mod:`critics.sections.report`)."""
         from .report import transition_figures

@@ -22,7 +22,7 @@ from .analysis import section_paths
 from .critic import DROPPED, SectionTransitionCritic
 from .plots import transition_difference_graph_figure
 
-__all__ = ["transition_figures", "chain_view", "UNLIKELY"]
+__all__ = ["transition_figures", "chain_view", "pdd_statistic", "UNLIKELY", "PDD_BINS"]
 
 UNLIKELY = 0.01
 """A transition is highlighted when the prior gives it ``P < UNLIKELY`` (the paper's table 12)."""
@@ -49,6 +49,35 @@ def transition_figures(critic: SectionTransitionCritic, result: Any, documents: 
                    f"(P_c < {threshold}).")
         out[caption] = fig
     return out
+
+
+PDD_BINS = 5
+"""Positional bins of the report's PDD (the coherence study's default)."""
+
+
+def pdd_statistic(critic: SectionTransitionCritic, result: Any, documents: Mapping[str, Sequence[Document]]
+                  ) -> dict[str, tuple[dict, dict]]:
+    """``{"pdd": (values, reasons)}``: PDD of each candidate set's section types against the reference set's
+    (``null`` for the reference, the distribution compared with, and for a set without documents or types)."""
+    from critics.metrics.pdd import pdd
+
+    reference = result.reference.name
+    if reference not in documents:
+        return {}
+
+    def labels(docs: Sequence[Document]) -> list[list[int]]:
+        return [[critic.index_[t] for t in path] for path in section_paths(critic, docs) if path]
+
+    ref = labels(documents[reference])
+    values: dict[str, float | None] = {reference: None}
+    reasons = {reference: "the reference is what PDD compares with"}
+    for name in result.candidates:
+        cand = labels(documents.get(name, []))
+        if cand and ref:
+            values[name] = pdd(cand, ref, num_bins=PDD_BINS, num_classes=len(critic.vocab_))
+        else:
+            values[name], reasons[name] = None, "no document with section types to compare"
+    return {"pdd": (values, reasons)}
 
 
 def chain_view(critic: SectionTransitionCritic, doc: Document, types: Sequence[str], *, how: str,

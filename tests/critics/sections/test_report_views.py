@@ -157,3 +157,29 @@ def test_a_critic_fitted_on_one_section_type_says_it_cannot_tell_documents_apart
     saved = _json.loads((tmp_path / "r" / "results.json").read_text())
     assert saved["critics"]["c"]["critic"]["warnings"] == critic.fit_warnings()
     assert "⚠ c: fitted on a single section type" in (tmp_path / "r" / "index.html").read_text()
+
+
+def test_the_report_gives_pdd_of_section_types_against_the_reference(fixture_manpage_root, tmp_path):
+    """PDD by hand: each set's section types (given titles, normalised) as label sequences, 5 positional bins."""
+    from critic.panel import PanelResult, add_set_statistics
+    from critics.metrics.pdd import pdd
+    from critics.sections.analysis import section_paths
+
+    build_manpages(tmp_path, root=fixture_manpage_root, install=False)
+    train, test = read_jsonl(tmp_path / "train.jsonl"), read_jsonl(tmp_path / "test.jsonl")
+    reference = train + test
+    permuted = corrupt_all(reference, "permuted", seed=4)
+    critic = SectionTransitionCritic(delta=0.1).fit(train)
+    panel = PanelResult({"s": criticize(critic, reference, {"permuted": permuted, "same": reference},
+                                        n_bootstrap=10, n_permutations=10)})
+    add_set_statistics(panel, reference, {"permuted": permuted, "same": reference}, critics={"s": critic})
+    got = panel.results["s"]
+
+    def by_hand(docs):
+        return [[critic.index_[t] for t in p] for p in section_paths(critic, docs) if p]
+
+    want = pdd(by_hand(permuted), by_hand(reference), num_bins=5, num_classes=len(critic.vocab_))
+    assert got.set("permuted").statistics["pdd"] == pytest.approx(want, rel=1e-12) and want > 0.01
+    assert got.set("same").statistics["pdd"] == pytest.approx(0.0, abs=1e-9)
+    assert got.reference.statistics["pdd"] is None
+    assert got.null_reasons["reference.pdd"] == "the reference is what PDD compares with"
