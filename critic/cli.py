@@ -323,22 +323,22 @@ def _build_option(text: str) -> tuple[str, object]:
 
 
 def _builder_options(name: str, build, options: dict, given: set[str]) -> dict:
-    """``options`` the builder accepts: one it lacks is a ValueError when the user gave it (``--root``,
-    ``--option``), else left out (a plugin's builder without ``install``)."""
+    """``options`` the builder accepts, the ones the user gave (``--root``, ``--option``) checked against its
+    signature (names, types, ranges) before any work; one it lacks that the user did not give (``install``
+    for a plugin's builder without it) is left out."""
     import inspect
+
+    from .config import check_call
 
     try:
         params = list(inspect.signature(build).parameters.values())
     except (TypeError, ValueError):
         return options
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        return options
     names = [p.name for p in params[1:] if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    unknown = sorted(k for k in given if k not in names)
-    if unknown:
-        raise ValueError(f"corpus {name!r} has no option {', '.join(map(repr, unknown))}; "
-                         f"its options: {', '.join(names)}")
-    return {k: v for k, v in options.items() if k in names}
+    open_ended = any(p.kind is p.VAR_KEYWORD for p in params)
+    check_call(build, {k: v for k, v in options.items() if k in given}, where="--option", what="option",
+               owner=f"corpus {name!r}", skip=(params[0].name,) if params else ())
+    return options if open_ended else {k: v for k, v in options.items() if k in names}
 
 
 def cmd_data_build(args) -> int:

@@ -32,10 +32,11 @@ import typing
 from collections.abc import Sequence as AbcSequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 __all__ = ["Key", "Schema", "ConfigError", "REQUIRED", "load_config", "read_toml", "check_config",
-           "check_value", "check_params", "describe_settings", "keys_from_dataclass", "suggest", "line_of"]
+           "check_value", "check_call", "check_params", "describe_settings", "keys_from_dataclass", "suggest",
+           "line_of", "Range"]
 
 
 class ConfigError(ValueError):
@@ -94,8 +95,41 @@ def suggest(name: str, known: Sequence[str]) -> str:
 # ------------------------------------------------------------------ type checks
 _PLURAL = {bool: "booleans", int: "integers", float: "numbers", str: "strings"}
 
+
+@dataclass(frozen=True)
+class Range:
+    """Bounds of a number setting, declared once where the setting is, in its annotation:
+    ``valid_fraction: Annotated[float, Range(gt=0, lt=1)] = 0.1``.  :func:`check_params` and
+    :func:`check_call` enforce them; ``--help`` shows them."""
+
+    gt: float | None = None
+    min: float | None = None
+    max: float | None = None
+    lt: float | None = None
+
+    def violation(self, value: Any) -> str | None:
+        """Why ``value`` is out of range, or ``None``."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        inside = ((self.gt is None or value > self.gt) and (self.min is None or value >= self.min)
+                  and (self.max is None or value <= self.max) and (self.lt is None or value < self.lt))
+        return None if inside else f"must be {self}, got {_show(value)}"
+
+    def __str__(self) -> str:
+        return " and ".join(f"{op} {b:g}" for op, b in ((">", self.gt), (">=", self.min), ("<=", self.max),
+                                                        ("<", self.lt)) if b is not None)
+
+
+def _ranges(annotation: Any) -> list[Range]:
+    if typing.get_origin(annotation) is typing.Annotated:
+        return [m for m in typing.get_args(annotation)[1:] if isinstance(m, Range)]
+    return []
+
 def _describe(annotation: Any) -> str:
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        bounds = " and ".join(str(r) for r in _ranges(annotation))
+        return _describe(args[0]) + (f" ({bounds})" if bounds else "")
     if annotation is type(None) or annotation is None:
         return "null"
     if origin in (typing.Union, types.UnionType):
@@ -111,6 +145,8 @@ def _describe(annotation: Any) -> str:
 
 def _fits(value: Any, annotation: Any) -> bool:
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _fits(value, args[0])
     if annotation is Any or annotation is inspect.Parameter.empty:
         return True
     if annotation is None or annotation is type(None):
@@ -307,7 +343,7 @@ def describe_settings(cls: type) -> list[str]:
     """One line per setting of ``cls.__init__``: ``name: type (default value)``, for ``--help``."""
     sig = inspect.signature(cls.__init__)
     try:
-        hints = typing.get_type_hints(cls.__init__)
+        hints = typing.get_type_hints(cls.__init__, include_extras=True)
     except Exception:  # annotations that do not resolve: names and defaults only
         hints = {}
     lines = []
@@ -329,33 +365,43 @@ def _jsonable(value: Any) -> bool:
     return True
 
 
-def check_params(cls: type, params: Any, *, where: str = "params") -> dict:
-    """Check settings for ``cls(**params)`` against its ``__init__`` signature and annotations.
+def check_call(fn: Callable, params: Any, *, where: str = "params", what: str = "setting",
+               owner: str = "", skip: Sequence[str] = ("self",)) -> dict:
+    """Check keyword arguments for ``fn(**params)`` against its signature and annotations (types, and the
+    :class:`Range` of an ``Annotated`` number), before any work.
 
-    Unknown names (with a did-you-mean), a missing required setting and values
-    of the wrong type are a :class:`ConfigError` starting with ``where``.
+    Unknown names (with a did-you-mean), a missing required one, a value of the wrong type or out of range
+    are a :class:`ConfigError` starting with ``where`` and naming the ``what`` (``setting``, ``option``)
+    of ``owner`` (``critic 'sections'``, ``corpus 'manpages'``).
     """
-    label = getattr(cls, "name", cls.__name__)
     if not isinstance(params, dict):
-        raise ConfigError(f"{where}: expected a JSON object of settings, got {_show(params)}")
-    sig = inspect.signature(cls.__init__)
+        raise ConfigError(f"{where}: expected a JSON object of {what}s, got {_show(params)}")
+    sig = inspect.signature(fn)
     accepted = {k: p for k, p in sig.parameters.items()
-                if k != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+                if k not in skip and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
     open_ended = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
     try:
-        hints = typing.get_type_hints(cls.__init__)
+        hints = typing.get_type_hints(fn, include_extras=True)
     except Exception:  # annotations that do not resolve: check names only
         hints = {}
     for name, value in params.items():
         if name not in accepted:
             if open_ended:
                 continue
-            raise ConfigError(f"{where}: critic {label!r} has no setting {name!r}{suggest(name, list(accepted))}"
-                              f"; its settings: {', '.join(accepted) or 'none'}")
+            raise ConfigError(f"{where}: {owner} has no {what} {name!r}{suggest(name, list(accepted))}"
+                              f"; its {what}s: {', '.join(accepted) or 'none'}")
         if name in hints and not _fits(value, hints[name]):
-            raise ConfigError(f"{where}: critic {label!r} setting {name} must be {_describe(hints[name])}, "
-                              f"got {_show(value)}")
+            raise ConfigError(f"{where}: {owner} {what} {name} must be {_describe(hints[name])}, got {_show(value)}")
+        for bounds in _ranges(hints.get(name)):
+            why = bounds.violation(value)
+            if why:
+                raise ConfigError(f"{where}: {owner} {what} {name} {why}")
     missing = [k for k, p in accepted.items() if p.default is p.empty and k not in params]
     if missing:
-        raise ConfigError(f"{where}: critic {label!r} needs the setting(s) {', '.join(missing)}")
+        raise ConfigError(f"{where}: {owner} needs the {what}(s) {', '.join(missing)}")
     return dict(params)
+
+
+def check_params(cls: type, params: Any, *, where: str = "params") -> dict:
+    """Check settings for ``cls(**params)`` against its ``__init__`` (see :func:`check_call`)."""
+    return check_call(cls.__init__, params, where=where, owner=f"critic {getattr(cls, 'name', cls.__name__)!r}")

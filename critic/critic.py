@@ -432,9 +432,12 @@ class Critic:
         tensors = _read_tensors(path, meta["tensors"])
         files = _hash_files(path)
         if files != meta["files"]:
-            missing = sorted(set(meta["files"]) - set(files))
-            raise CriticLoadError(f"{path}: the critic's own files differ from those saved"
-                                  + (f" (missing: {', '.join(missing)})" if missing else " (changed)"))
+            saved = meta["files"]
+            problems = ([f"{name} is missing" for name in sorted(set(saved) - set(files))]
+                        + [f"{name} was changed (SHA-256 {files[name][:12]}..., saved {saved[name][:12]}...)"
+                           for name in sorted(set(saved) & set(files)) if files[name] != saved[name]]
+                        + [f"{name} was added" for name in sorted(set(files) - set(saved))])
+            raise CriticLoadError(f"{path}: the critic's own files differ from those saved: {'; '.join(problems)}")
         digest = _state_digest(meta, tensors, files)
         if digest != meta["state_sha256"]:
             raise CriticLoadError(f"{path}: critic.json or tensors.pt was changed after saving "

@@ -31,6 +31,7 @@ import torch
 from . import stats
 from .critic import Critic, Scores
 from .document import Document, documents_sha256
+from .resources import require_memory
 from .results import Comparison, CriticismResult, DocumentResult, SetResult
 
 __all__ = ["criticize", "summarize", "compare"]
@@ -143,6 +144,19 @@ def _check_settings(n_bootstrap: int, n_permutations: int, level: float, min_doc
         raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
 
 
+def _check_memory(n_bootstrap: int, n_permutations: int, n_reference: int, n_candidates: list[int]) -> None:
+    """Refuse resampling settings whose arrays would not fit in memory, before any document is scored.
+
+    The largest arrays are a permutation test's ``(R, N)`` random keys, their argsort and the permuted
+    ``(R, N, 2)`` rows of (T, M), about 32 bytes per entry, and a bootstrap's ``(R, n)`` indices and values
+    with (T, M) rows, about 32 bytes per entry.
+    """
+    largest = max([n_reference + n for n in n_candidates] or [n_reference])
+    need = 32.0 * max(n_permutations * largest, n_bootstrap * largest)
+    require_memory(need, f"{n_bootstrap} bootstrap resamples and {n_permutations} permutations of {largest} "
+                         "documents", "--n-bootstrap / --n-permutations (n_bootstrap, n_permutations)")
+
+
 def criticize(
     critic: Critic,
     reference: Sequence[Document],
@@ -165,6 +179,7 @@ def criticize(
     """
     candidates = dict(candidates or {})
     _check_settings(n_bootstrap, n_permutations, level, min_documents)
+    _check_memory(n_bootstrap, n_permutations, len(reference), [len(d) for d in candidates.values()])
     if reference_name in candidates:
         raise ValueError(f"candidate name {reference_name!r} clashes with the reference set")
     ref_scores = critic.score(reference, progress=progress, seed=seed)

@@ -72,7 +72,7 @@ from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 from ..document import Document, DocumentError, Section
 from .dpkg import dpkg_query, have_dpkg
-from .manpages import BuildReport
+from .manpages import BuildReport, check_split_fractions, SplitFraction
 from .manpages_l10n import SourcedReport, package_versions, parse_languages, write_splits_by
 
 __all__ = ["build_gettext_pairs", "load_gettext_pairs", "find_catalogs", "read_mo", "MoEntry", "MoCatalog",
@@ -375,7 +375,7 @@ def load_gettext_pairs(language: str, *, root: str | Path = LOCALE_ROOT, variant
 def build_gettext_pairs(out: str | Path, *, language: str | Sequence[str] | None = None,
                         root: str | Path = LOCALE_ROOT, variants: bool = True, plurals: str = "both",
                         strip_format: bool = True, min_alpha: float = 0.5, sections: str = "target",
-                        valid_fraction: float = 0.1, test_fraction: float = 0.1) -> SourcedReport:
+                        valid_fraction: SplitFraction = 0.1, test_fraction: SplitFraction = 0.1) -> SourcedReport:
     """Write ``out/{train,valid,test}.jsonl`` and ``out/build.json`` from the gettext catalogs.
 
     ``language``: ``de``, ``es``, ``fr``, several (``"de,fr"`` or a list) or ``None``/``"all"`` (all three;
@@ -385,6 +385,7 @@ def build_gettext_pairs(out: str | Path, *, language: str | Sequence[str] | None
     ``plurals="both"``), ``messages`` (catalog entries, header excluded), ``<lang>`` (pairs kept),
     ``catalogs``, ``unreadable_catalogs``, ``excluded_<reason>``, ``excluded`` and ``renamed``.
     """
+    check_split_fractions(valid_fraction, test_fraction)
     languages = parse_languages(language, LANGUAGES)
     root = Path(root)
     if not root.is_dir():

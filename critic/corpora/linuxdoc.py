@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..document import Document, DocumentError, Section
-from .manpages import BuildReport, install_debian_packages, write_splits
+from .manpages import BuildReport, check_split_fractions, install_debian_packages, SplitFraction, write_splits
 
 __all__ = ["parse_rst", "find_linuxdoc_files", "load_linuxdoc", "build_linuxdoc", "ensure_linuxdoc_installed",
            "ROOT", "PACKAGE", "ABSTRACT"]
@@ -344,7 +344,7 @@ def load_linuxdoc(files: Iterable[Path], report: BuildReport | None = None, *, r
 
 
 def build_linuxdoc(out: str | Path, *, root: str | Path = ROOT, install: bool = True,
-                   valid_fraction: float = 0.1, test_fraction: float = 0.1) -> BuildReport:
+                   valid_fraction: SplitFraction = 0.1, test_fraction: SplitFraction = 0.1) -> BuildReport:
     """Write ``out/{train,valid,test}.jsonl`` and ``out/build.json`` from the kernel documentation.
 
     ``counts`` holds ``files`` (= documents kept + ``excluded``), the split
@@ -352,6 +352,7 @@ def build_linuxdoc(out: str | Path, *, root: str | Path = ROOT, install: bool = 
     renamed ``x#2``).  A missing ``root`` or one without files is a
     :class:`DocumentError` naming it.
     """
+    check_split_fractions(valid_fraction, test_fraction)
     root = Path(root)
     if install and root == ROOT:
         ensure_linuxdoc_installed(root)

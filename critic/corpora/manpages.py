@@ -21,8 +21,9 @@ import subprocess
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Annotated, Iterable, Sequence
 
+from ..config import Range
 from ..document import Document, DocumentError, Section, write_jsonl
 from ..io import atomic_write_text
 from .dpkg import dpkg_query, have_dpkg
@@ -191,6 +192,21 @@ def load_manpages(files: Iterable[Path], report: BuildReport | None = None) -> l
     return docs
 
 
+SplitFraction = Annotated[float, Range(min=0, max=1)]
+"""A split's share of the documents, from 0 to 1 (checked before a build starts)."""
+
+
+def check_split_fractions(valid_fraction: float, test_fraction: float) -> None:
+    """Each held-out share lies in [0, 1] and together they are at most 1 (1: the whole corpus held out, e.g.
+    as a reference set); a ValueError naming the options otherwise."""
+    for name, value in (("valid_fraction", valid_fraction), ("test_fraction", test_fraction)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise ValueError(f"{name} must be a number from 0 to 1, got {value!r}")
+    if valid_fraction + test_fraction > 1:
+        raise ValueError(f"valid_fraction + test_fraction = {valid_fraction + test_fraction:g}: the held-out shares "
+                         "add up to more than the whole corpus (at most 1)")
+
+
 def split_of(doc_id: str, *, valid_fraction: float = 0.1, test_fraction: float = 0.1) -> str:
     """``"train"``, ``"valid"`` or ``"test"`` by the SHA-1 of the page name."""
     u = int(hashlib.sha1(doc_id.encode("utf-8")).hexdigest()[:8], 16) / 0x1_0000_0000
@@ -202,12 +218,13 @@ def split_of(doc_id: str, *, valid_fraction: float = 0.1, test_fraction: float =
 
 
 def build_manpages(out: str | Path, *, root: str | Path = MAN_ROOT, install: bool = True,
-                   valid_fraction: float = 0.1, test_fraction: float = 0.1) -> BuildReport:
+                   valid_fraction: SplitFraction = 0.1, test_fraction: SplitFraction = 0.1) -> BuildReport:
     """Write ``out/{train,valid,test}.jsonl`` and ``out/build.json`` from the man pages.
 
     Two files with the same page name keep both pages: the second is renamed
     (``open.2#2``) and listed in the report.
     """
+    check_split_fractions(valid_fraction, test_fraction)
     root = Path(root)
     if install and root == MAN_ROOT:
         ensure_manpages_installed(root)

@@ -51,7 +51,8 @@ from ..document import Document, DocumentError, write_jsonl
 from ..io import atomic_write_text
 from .dpkg import dpkg_query, have_dpkg
 from .ids import unique_ids
-from .manpages import MAN_ROOT, BuildReport, _page_name, _read_source, install_debian_packages, parse_roff, split_of
+from .manpages import (BuildReport, check_split_fractions, install_debian_packages, MAN_ROOT, _page_name,
+                       parse_roff, _read_source, split_of, SplitFraction)
 
 __all__ = ["build_manpages_l10n", "load_manpages_l10n", "find_l10n_files", "parse_languages", "package_versions",
            "write_splits_by", "SourcedReport", "LANGUAGES", "PINNED_VERSIONS", "REASONS"]
@@ -234,13 +235,14 @@ def _ensure_installed(languages: list[str], install: bool) -> dict[str, str | No
 
 def build_manpages_l10n(out: str | Path, *, language: str | Sequence[str] | None = None,
                         root: str | Path = MAN_ROOT, install: bool = True, min_tokens: int = 100,
-                        valid_fraction: float = 0.1, test_fraction: float = 0.1) -> SourcedReport:
+                        valid_fraction: SplitFraction = 0.1, test_fraction: SplitFraction = 0.1) -> SourcedReport:
     """Write ``out/{train,valid,test}.jsonl`` and ``out/build.json`` from the translated man pages.
 
     ``language``: ``de``, ``es``, ``fr``, several (``"de,fr"`` or a list) or ``None``/``"all"`` (all three).
     ``install``: under the system root, ``apt-get install`` the missing packages (as root); else a missing
     package is a DocumentError naming it.  ``min_tokens``: shorter pages are left out (``short``).
     """
+    check_split_fractions(valid_fraction, test_fraction)
     languages = parse_languages(language, LANGUAGES)
     root = Path(root)
     min_tokens = int(min_tokens)

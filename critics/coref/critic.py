@@ -28,10 +28,11 @@ unknown-token probability and counted in the document's ``unknown``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Annotated, Any, Sequence
 
 import torch
 
+from critic.config import Range
 from critic.critic import Critic, Projection
 from critic.document import Document
 from critic.latent import ValuePointMass
@@ -69,8 +70,8 @@ class CorefChainCritic(Critic):
     needs = ("free text: resolved by neuralcoref (critic setup neuralcoref), or clusters already in the "
              "metadata (critic coref resolve)")
 
-    def __init__(self, *, smoothing: str = "kenlm", order: int = 5, resolver: str = "auto",
-                 memory: str = "1G", unk_prob: float = 1e-20):
+    def __init__(self, *, smoothing: str = "kenlm", order: Annotated[int, Range(min=2)] = 5, resolver: str = "auto",
+                 memory: str = "1G", unk_prob: Annotated[float, Range(gt=0, lt=1)] = 1e-20):
         self.smoothing = smoothing
         self.order = order
         self.resolver = resolver

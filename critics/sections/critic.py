@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import math
 from numbers import Real
-from typing import Sequence
+from typing import Annotated, Sequence
 
 import numpy as np
 import torch
 
+from critic.config import Range
 from critic.critic import Critic, Projection
 from critic.document import Document, Section
 from critic.latent import PAD, MarkovChain, SequencePointMass
@@ -191,7 +192,7 @@ class SectionTransitionCritic(Critic):
 
     def __init__(
         self,
-        delta: float | None = None,
+        delta: Annotated[float | None, Range(gt=0)] = None,
         delta_grid: Sequence[float] = DEFAULT_DELTA_GRID,
         normalize_titles: bool = True,
         drop_titles: Sequence[str] = DEFAULT_DROP_TITLES,

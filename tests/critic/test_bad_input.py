@@ -102,11 +102,13 @@ def test_bad_documents_in_every_command(ctx, capsys, kind):
     ("sections", '{"delta": }', ["--params: invalid JSON"]),
     ("sections", "[0.1]", ["--params: expected a JSON object of settings"]),
     ("sections", '{"delta": "big"}',
-     ["--params: critic 'sections' setting delta must be a number or null, got string"]),
-    ("sections", '{"delta": true}', ["setting delta must be a number or null, got boolean"]),
+     ["--params: critic 'sections' setting delta must be a number or null (> 0), got string"]),
+    ("sections", '{"delta": true}', ["setting delta must be a number or null (> 0), got boolean"]),
     ("sections", '{"delta_grid": "0.1"}', ["setting delta_grid must be a list of numbers"]),
     ("sections", '{"detla": 0.1}', ["--params: critic 'sections' has no setting 'detla' (did you mean 'delta'?)"]),
-    ("sections", '{"delta": -1}', ["delta"]),
+    ("sections", '{"delta": -1}', ["--params: critic 'sections' setting delta must be > 0, got integer -1"]),
+    ("coref", '{"order": 1}', ["--params: critic 'coref' setting order must be >= 2, got integer 1"]),
+    ("coref", '{"unk_prob": 2}', ["setting unk_prob must be > 0 and < 1, got integer 2"]),
 ])
 def test_bad_critic_name_or_params(ctx, capsys, critic, params, expected):
     argv = ["fit", critic, "--train", ctx["good"], "--out", ctx["root"] / "never"]
@@ -460,3 +462,23 @@ def test_debug_shows_the_traceback(ctx, tmp_path):
     bad = tmp_path / "missing.jsonl"
     with pytest.raises(DocumentError, match="no such file"):
         main(["--debug", "fit", "sections", "--train", str(bad), "--out", str(tmp_path / "m")])
+
+
+# ------------------------------------------------------------------ data build --option: typed, ranged, before any work
+@pytest.mark.parametrize("corpus, options, expected", [
+    ("manpages", ["valid_fraction=2"], "--option: corpus 'manpages' option valid_fraction must be >= 0 and <= 1, got integer 2"),
+    ("manpages", ["test_fraction=-0.1"], "option test_fraction must be >= 0 and <= 1, got number -0.1"),
+    ("manpages", ["valid_fraction=0.5", "test_fraction=0.6"], "valid_fraction + test_fraction = 1.1: the held-out"),
+    ("manpages", ["vaild_fraction=0.2"], "has no option 'vaild_fraction' (did you mean 'valid_fraction'?)"),
+    ("manpages", ["install=maybe"], "option install must be a boolean, got string 'maybe'"),
+    ("wiki-summaries", ["film=maybe"], "corpus 'wiki-summaries' option film must be a boolean, got string 'maybe'"),
+    ("linux-doc", ["valid_fraction=\"0.1\""], "option valid_fraction must be a number (>= 0 and <= 1), got string"),
+    ("gettext-pairs", ["min_alpha=[1]"], "option min_alpha must be a number"),
+])
+def test_data_build_options_are_checked_before_any_work(capsys, tmp_path, monkeypatch, corpus, options, expected):
+    from critic.corpora import manpages
+
+    monkeypatch.setattr(manpages, "find_manpage_files", lambda *a, **k: pytest.fail("built before checking"))
+    argv = ["data", "build", corpus, "--out", tmp_path / "o", "--no-install"]
+    fails(capsys, argv + [x for o in options for x in ("--option", o)], expected)
+    assert not (tmp_path / "o").exists()

@@ -200,3 +200,19 @@ def test_the_ppl_comparison_tests_the_set_level_ppl_not_the_mean():
     ref_rate = Scores([f"r{i}" for i in range(8)], 2 * m_ref, m_ref)
     mean_cmp, ppl_cmp = compare(ref_rate, same_rate, n_bootstrap=200, n_permutations=999, level=0.95, seed=0)
     assert mean_cmp.p_value < 0.01 and ppl_cmp.difference == pytest.approx(0.0, abs=1e-12) and ppl_cmp.p_value == 1.0
+
+
+def test_resampling_that_cannot_fit_in_memory_is_refused_before_scoring(tutorial, capsys):
+    from critic.resources import ResourceError, memory_available
+
+    critic = tutorial.SectionCountCritic().fit(docs_with([3, 4, 5], "t"))
+    reference, candidate = docs_with([3, 4, 5, 4], "r"), docs_with([2, 6], "c")
+    scored = []
+    critic.project = lambda docs: scored.append(docs) or pytest.fail("scored before refusing")
+    # 32 bytes x 10^9 resamples x 6 documents: 192 GB, more than this machine has
+    assert 32 * 10**9 * 6 > memory_available()
+    with pytest.raises(ResourceError, match=r"1000000000 bootstrap resamples and 2000 permutations of 6 documents "
+                                            r"needs about 178.8 GiB of memory; this machine has .* GiB available: "
+                                            r"lower --n-bootstrap"):
+        criticize(critic, reference, {"lm": candidate}, n_bootstrap=10**9)
+    assert not scored

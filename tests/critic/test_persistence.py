@@ -122,10 +122,13 @@ def test_file_critic_saves_loads_and_scores_identically(fitted, tmp_path):
     # a changed file is noticed
     with open(path / "prior.arpa", "a") as fh:
         fh.write("\n")
-    with pytest.raises(CriticLoadError, match=r"own files differ"):
+    changed = hashlib.sha256((path / "prior.arpa").read_bytes()).hexdigest()
+    with pytest.raises(CriticLoadError, match=rf"own files differ from those saved: prior.arpa was changed "
+                                              rf"\(SHA-256 {changed[:12]}\.\.\., saved {meta['files']['prior.arpa'][:12]}"):
         Critic.load(path)
+    (path / "notes.txt").write_text("mine")
     (path / "prior.arpa").unlink()
-    with pytest.raises(CriticLoadError, match=r"missing: prior.arpa"):
+    with pytest.raises(CriticLoadError, match=r"saved: prior.arpa is missing; notes.txt was added"):
         Critic.load(path)
 
 
