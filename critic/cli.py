@@ -183,7 +183,7 @@ def cmd_fit(args) -> int:
     with progress.shown():
         critic = cls(**params).to(args.device).fit(train, validation=valid)
     critic.save(args.out)
-    print(f"fitted {args.critic} on {len(train)} documents; saved to {args.out}")
+    print(f"fitted {args.critic}: {critic.fit_summary(len(train))}; saved to {args.out}")
     for warning in critic.fit_warnings():
         print(f"critic: warning: {warning}", file=sys.stderr)
     return 0

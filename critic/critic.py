@@ -193,6 +193,22 @@ class Critic:
         """Why ``doc`` cannot be projected (``None`` when it can): a cheap test before projection."""
         return None
 
+    def fit_summary(self, n_documents: int) -> str:
+        """What a fit used: ``"used U of N training documents"``, and the ones it skipped by reason, from the
+        ``training_skipped_`` (id -> why) a critic that skips training documents keeps (and saves)."""
+        skipped = getattr(self, "training_skipped_", None) or {}
+        text = f"used {n_documents - len(skipped)} of {n_documents} training documents"
+        if skipped:
+            reasons: dict[str, int] = {}
+            for why in skipped.values():
+                reasons[why] = reasons.get(why, 0) + 1
+            text += f"; skipped {len(skipped)}: " + ", ".join(
+                f"{why} ({k}, e.g. {next(i for i, w in skipped.items() if w == why)!r})"
+                for why, k in sorted(reasons.items(), key=lambda kv: -kv[1]))
+            if len(skipped) * 2 > n_documents:
+                text += " -- MORE THAN HALF OF THE TRAINING DOCUMENTS WERE SKIPPED"
+        return text
+
     def fit_warnings(self) -> list[str]:
         """What makes this fitted critic degenerate, for ``fit`` and every result that uses it (e.g. a
         prior fitted on a single latent type, which cannot tell documents apart).  Default: none."""

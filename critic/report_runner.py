@@ -132,6 +132,7 @@ def _critic(entry: dict, out: Path, device: str, seed: int, options: InputOption
     critic = get_critic(entry["fit"])(**entry.get("params", {})).to(device).fit(train, validation=valid)
     critic.save(stage.path)
     stage.commit()
+    _log(f"critic {entry['label']}: {critic.fit_summary(len(train))}")
     for warning in critic.fit_warnings():
         _log(f"critic {entry['label']}: warning: {warning}")
     return critic, stage

@@ -183,3 +183,20 @@ def test_runners_are_found_by_name_or_module_path():
     assert registry.get_runner("manpages").fn is run.main
     with pytest.raises(KeyError, match="unknown runner 'manpage' \\(did you mean 'manpages'\\?\\)"):
         registry.get_runner("manpage")
+
+
+def test_fit_says_how_many_training_documents_it_used_and_skipped(corpus, tmp_path, capsys):
+    """Documents a critic cannot train on are counted by reason (LDA: no word tokens), never folded into 'N'."""
+    from critic import Critic
+    from critic.document import Document, Section, write_jsonl
+
+    train = read_jsonl(corpus / "train.jsonl")
+    blank = [Document(f"blank{i}", (Section("name", "... !!! --"),)) for i in range(3)]
+    path = write_jsonl(train + blank, tmp_path / "train.jsonl")
+    capsys.readouterr()
+    assert main(["fit", "lda", "--train", str(path), "--out", str(tmp_path / "m"),
+                 "--params", '{"passes": 1, "num_topics": 2}']) == 0
+    out = capsys.readouterr().out
+    assert (f"fitted lda: used {len(train)} of {len(train) + 3} training documents; skipped 3: no word tokens "
+            "(3, e.g. 'blank0')") in out
+    assert Critic.load(tmp_path / "m").training_skipped_ == {f"blank{i}": "no word tokens" for i in range(3)}
