@@ -482,3 +482,46 @@ def test_data_build_options_are_checked_before_any_work(capsys, tmp_path, monkey
     argv = ["data", "build", corpus, "--out", tmp_path / "o", "--no-install"]
     fails(capsys, argv + [x for o in options for x in ("--option", o)], expected)
     assert not (tmp_path / "o").exists()
+
+
+# ------------------------------------------------------------------ fit of every critic: bad documents, bad settings
+CRITICS = sorted(registry.list_critics())
+
+
+@pytest.mark.parametrize("critic", CRITICS)
+def test_fit_of_every_critic_names_a_bad_training_file_line(ctx, capsys, critic):
+    out = ctx["root"] / f"never-{critic}"
+    fails(capsys, ["fit", critic, "--train", ctx["files"]["invalid_json"], "--out", out],
+          f"{ctx['files']['invalid_json']}:")
+    fails(capsys, ["fit", critic, "--train", ctx["files"]["missing"], "--out", out],
+          f"{ctx['files']['missing']}: no such file")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("critic", CRITICS)
+def test_fit_of_every_critic_refuses_an_unknown_or_mistyped_setting(ctx, capsys, critic):
+    out = ctx["root"] / f"never-{critic}"
+    fails(capsys, ["fit", critic, "--train", ctx["good"], "--out", out, "--params", '{"no_such_setting": 1}'],
+          f"--params: critic {critic!r} has no setting 'no_such_setting'")
+    first = describe_first_typed_setting(critic)
+    if first is not None:
+        name, wrong = first
+        fails(capsys, ["fit", critic, "--train", ctx["good"], "--out", out, "--params", f'{{"{name}": {wrong}}}'],
+              f"--params: critic {critic!r} setting {name} must be")
+    assert not out.exists()
+
+
+def describe_first_typed_setting(critic: str):
+    """A setting of ``critic`` annotated as a number or a boolean, and a JSON value of another type for it."""
+    import inspect
+    import typing
+
+    cls = registry.get_critic(critic)
+    hints = typing.get_type_hints(cls.__init__)
+    for name in inspect.signature(cls.__init__).parameters:
+        hint = hints.get(name)
+        if hint in (int, float):
+            return name, '"many"'
+        if hint is bool:
+            return name, '"maybe"'
+    return None
