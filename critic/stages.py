@@ -10,11 +10,20 @@ key.  A small marker, ``RUN/stages/NAME.json``, records the key:
   (or under none) are removed, and a *pending* marker records the new key --
   work in progress under the same key (a training checkpoint) is kept;
 - :meth:`Stage.commit` after every output is written: the marker becomes
-  *complete*, atomically, and lists the outputs written;
-- :meth:`Stage.done`: the marker is complete, its key is this key and the
-  outputs it lists still exist.  A stage interrupted before its commit is not done and is
-  recomputed on the next run; a stage whose config changed is recomputed,
-  and with it everything downstream.
+  *complete*, atomically, and lists the outputs written and every file in
+  them with its size in bytes;
+- :meth:`Stage.done`: the marker is complete, its key is this key and every
+  file it lists is still there with the size it had at the commit (files added
+  since are ignored; a file deleted or truncated, or a whole output deleted,
+  means recompute -- :meth:`Stage.missing` says why).  A stage interrupted
+  before its commit is not done and is recomputed on the next run; a stage
+  whose config changed is recomputed, and with it everything downstream.
+
+The listing costs a ``stat`` per file written and checks what goes wrong in
+practice (a file deleted or cut short by hand, a folder half-copied) without
+reading the content; a same-size edit goes unnoticed.  A marker written
+before the listing existed (no ``files``) is checked for its outputs only.
+Temporaries of :mod:`critic.io` are never listed.
 
 ::
 
@@ -28,11 +37,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .io import atomic_write_text
+from .io import atomic_write_text, is_temporary, remove_stale_temporaries
 
 __all__ = ["Stage", "MARKER_DIR", "config_key"]
 
@@ -88,15 +98,41 @@ class Stage:
         return data if isinstance(data, dict) else None
 
     def done(self) -> bool:
-        """True when this stage completed under this key and the outputs it then had are there."""
+        """True when this stage completed under this key and the files it then wrote are there, same sizes."""
+        return self.missing() is None
+
+    def missing(self) -> str | None:
+        """Why the stage is not :meth:`done` (``"no marker"``, ``"report/results.json deleted"``, ...), or None."""
         rec = self.recorded()
-        if rec is None or rec.get("key") != self.key or rec.get("complete") is not True:
-            return False
+        if rec is None:
+            return "no marker"
+        if rec.get("key") != self.key:
+            return "config changed"
+        if rec.get("complete") is not True:
+            return "interrupted before it finished"
         written = rec.get("outputs")
-        return isinstance(written, list) and all(isinstance(p, str) and (self.root / p).exists() for p in written)
+        if not isinstance(written, list) or not all(isinstance(p, str) for p in written):
+            return "damaged marker"
+        for rel in written:
+            if not (self.root / rel).exists():
+                return f"{rel} deleted"
+        files = rec.get("files", {})
+        if not isinstance(files, dict):
+            return "damaged marker"
+        for rel, size in files.items():
+            try:
+                now = os.lstat(self.root / rel)
+            except OSError:
+                return f"{rel} deleted"
+            if now.st_size != size:
+                return f"{rel} changed size ({size} -> {now.st_size} bytes)"
+        return None
 
     def begin(self) -> "Stage":
-        """Start (or resume) computing: drop outputs made under another key; record this key as pending."""
+        """Start (or resume) computing: drop outputs made under another key; record this key as pending.
+
+        Temporaries that killed writers left beside the outputs are removed too (:mod:`critic.io`).
+        """
         rec = self.recorded()
         if rec is None or rec.get("key") != self.key or rec.get("complete") is True:
             self.marker.unlink(missing_ok=True)
@@ -106,6 +142,8 @@ class Stage:
                     shutil.rmtree(target)
                 else:
                     target.unlink(missing_ok=True)
+        for rel in self.outputs:
+            remove_stale_temporaries(self.root / rel)
         self._write(complete=False)
         return self
 
@@ -119,7 +157,24 @@ class Stage:
                   "upstream": self.upstream}
         if complete:
             record["outputs"] = [p for p in self.outputs if (self.root / p).exists()]
+            record["files"] = self._files(record["outputs"])
         atomic_write_text(self.marker, json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+
+    def _files(self, outputs: list[str]) -> dict[str, int]:
+        """``{path relative to root: size}`` of every file (or link) in ``outputs``, temporaries left out."""
+        files = {}
+        for rel in outputs:
+            target = self.root / rel
+            if not target.is_dir() or target.is_symlink():
+                files[rel] = os.lstat(target).st_size
+                continue
+            for folder, dirs, names in os.walk(target):  # links to folders are listed, not followed
+                dirs[:] = sorted(d for d in dirs if not is_temporary(d))
+                base = Path(folder).relative_to(self.root)
+                for name in sorted(names) + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
+                    if not is_temporary(name):
+                        files[(base / name).as_posix()] = os.lstat(os.path.join(folder, name)).st_size
+        return files
 
     def __repr__(self) -> str:
         return f"Stage({self.name!r}, key={self.key[:12]})"

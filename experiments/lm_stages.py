@@ -55,8 +55,11 @@ class StageChain:
         self.redone: set[str] = set()
 
     def needs(self, stage: Stage) -> bool:
-        if stage.upstream.keys() & self.redone or not stage.done():
+        why = "upstream recomputed" if stage.upstream.keys() & self.redone else stage.missing()
+        if why is not None:
             self.redone.add(stage.name)
+            if why not in ("no marker", "upstream recomputed"):
+                self.log(f"{stage.name}: recomputing ({why})")
             return True
         self.log(f"{stage.name}: up to date ({stage.path})")
         return False

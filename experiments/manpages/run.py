@@ -71,7 +71,10 @@ def _log(msg: str) -> None:
 
 def _stale(stage: Stage, upstream_redone: bool) -> bool:
     """Whether ``stage`` must be computed: an upstream stage was, or it is not done under its key."""
-    if upstream_redone or not stage.done():
+    why = "upstream recomputed" if upstream_redone else stage.missing()
+    if why is not None:
+        if why not in ("no marker", "upstream recomputed"):
+            _log(f"{stage.name}: recomputing ({why})")
         return True
     _log(f"{stage.name}: up to date ({stage.path}, key {stage.key[:12]})")
     return False

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+import critic.io as critic_io
 from critic.stages import Stage, config_key
+
+ROOT = Path(__file__).resolve().parents[2]
+MANPAGE_STAGES = ("data", "filtered", "critic", "report")
 
 
 def test_key_depends_on_config_and_upstream_only(tmp_path):
@@ -31,7 +40,7 @@ def test_done_only_after_commit_under_the_same_key(tmp_path):
     assert not Stage(tmp_path, "data", {"root": "/y"}).done()
     marker = json.loads(stage.marker.read_text())
     assert marker == {"stage": "data", "key": stage.key, "complete": True, "config": {"root": "/x"},
-                      "upstream": {}, "outputs": ["data"]}
+                      "upstream": {}, "outputs": ["data"], "files": {"data/train.jsonl": 2}}
     assert sorted(p.name for p in stage.marker.parent.iterdir()) == ["data.json"]  # no temporary files
 
 
@@ -67,6 +76,112 @@ def test_a_stage_whose_outputs_were_deleted_is_not_done(tmp_path):
     assert stage.done()
     stage.path.rmdir()
     assert not stage.done()
+
+
+def committed(tmp_path, **files):
+    stage = Stage(tmp_path, "data", {}).begin()
+    for rel, text in files.items():
+        (stage.path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (stage.path / rel).write_text(text)
+    return stage.commit()
+
+
+def test_a_file_deleted_from_a_finished_output_folder_means_recompute(tmp_path):
+    stage = committed(tmp_path, **{"train.jsonl": "a\n", "sub/deep.json": "{}"})
+    assert stage.done() and stage.missing() is None
+    (stage.path / "sub" / "deep.json").unlink()  # the folder is still there
+    assert not stage.done()
+    assert stage.missing() == "data/sub/deep.json deleted"
+
+
+def test_a_file_cut_short_means_recompute_a_file_added_does_not(tmp_path):
+    stage = committed(tmp_path, **{"train.jsonl": "abc\n"})
+    (stage.path / "notes.txt").write_text("mine")  # the user's own file beside the outputs
+    assert stage.done()
+    (stage.path / "train.jsonl").write_text("ab")
+    assert stage.missing() == "data/train.jsonl changed size (4 -> 2 bytes)"
+
+
+def test_files_of_a_stage_listing_its_own_paths(tmp_path):
+    files = ("model.ckpt", "results.json")
+    stage = Stage(tmp_path, "train", {}, outputs=files).begin()
+    for rel in files:
+        (tmp_path / rel).write_text("x")
+    stage.commit()
+    assert stage.recorded()["files"] == {"model.ckpt": 1, "results.json": 1}
+    (tmp_path / "results.json").unlink()
+    assert stage.missing() == "results.json deleted"
+
+
+def test_a_marker_from_before_the_file_listing_checks_outputs_only(tmp_path):
+    stage = committed(tmp_path, **{"train.jsonl": "a\n"})
+    record = stage.recorded()
+    del record["files"]
+    stage.marker.write_text(json.dumps(record))
+    (stage.path / "train.jsonl").unlink()
+    assert stage.done()
+    stage.path.rmdir()
+    assert not stage.done()
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_temporaries_are_not_listed_and_stale_ones_go_at_begin(tmp_path):
+    stage = Stage(tmp_path, "data", {}).begin()
+    stage.path.mkdir()
+    (stage.path / "train.jsonl").write_text("a\n")
+    pid = dead_pid()
+    inner = stage.path / f".train.jsonl.{critic_io._HOST}.{pid}.abcd_123.tmp"  # a writer killed inside the stage
+    inner.write_text("half")
+    stage.commit()
+    assert stage.recorded()["files"] == {"data/train.jsonl": 2}
+    beside = tmp_path / f".data.{critic_io._HOST}.{pid}.x1y2z3w4.tmp"  # the stage's folder being built, killed
+    beside.mkdir()
+    (beside / "train.jsonl").write_text("half")
+    kept = [tmp_path / ".data.tmp", tmp_path / f".data.{critic_io._HOST}.{os.getpid()}.abcdefgh.tmp",
+            tmp_path / f".data.00000000.{pid}.abcdefgh.tmp"]  # not ours / a live writer / another host
+    for path in kept:
+        path.write_text("")
+    Stage(tmp_path, "data", {"root": "/y"}).begin()
+    assert not beside.exists() and not stage.path.exists()
+    assert all(path.exists() for path in kept)
+
+
+def write_manpage_config(path: Path, manroot: Path) -> Path:
+    text = (ROOT / "experiments" / "manpages" / "sections.toml").read_text()
+    path.write_text(text.replace('root = "/usr/share/man"', f'root = "{manroot}"')
+                    .replace("min_title_count = 5", "min_title_count = 1"))
+    return path
+
+
+@pytest.fixture(scope="module")
+def manpage_run(toy_job, fixture_manpage_root):
+    """One uninterrupted ``critic run experiments/manpages/sections.toml`` of the fixture."""
+    return toy_job("stages", lambda path: write_manpage_config(path, fixture_manpage_root))
+
+
+@pytest.mark.parametrize("damage, recomputed", [
+    ("report/results.json", ["report"]),
+    ("critic/critic.json", ["critic", "report"]),
+    ("filtered/test.jsonl", ["filtered", "critic", "report"]),
+])
+def test_a_finished_stage_whose_file_was_deleted_is_recomputed(manpage_run, run_experiment, tmp_path, damage,
+                                                                 recomputed):
+    config, base = manpage_run
+    out = tmp_path / "run"
+    shutil.copytree(base, out)
+    (out / damage).unlink()
+    assert (out / damage).parent.is_dir()
+    printed, how = run_experiment(config, out, "[manpages]", MANPAGE_STAGES)
+    assert [s for s in MANPAGE_STAGES if how[s] == "computed"] == recomputed
+    assert f"[manpages] {recomputed[0]}: recomputing ({damage} deleted)" in printed  # the log says why
+    assert (out / damage).read_bytes() == (base / damage).read_bytes()
+    _, how = run_experiment(config, out, "[manpages]", MANPAGE_STAGES)
+    assert how == dict.fromkeys(MANPAGE_STAGES, "reused")
 
 
 def test_a_damaged_marker_means_recompute(tmp_path):
