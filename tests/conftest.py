@@ -48,6 +48,24 @@ def wiki_wheel() -> Path:
 
 
 @pytest.fixture(scope="session")
+def manpage_job_config(fixture_manpage_root):
+    """``write(path, **replace)``: the main job's config (experiments/manpages/sections.toml) on the shipped
+    man-page fixture (every title kept), each ``old=new`` of ``replace`` applied; returns ``path``."""
+
+    def write(path: Path, **replace: str) -> Path:
+        text = (ROOT / "experiments" / "manpages" / "sections.toml").read_text()
+        text = text.replace('root = "/usr/share/man"', f'root = "{fixture_manpage_root}"').replace(
+            "min_title_count = 5", "min_title_count = 1")
+        for old, new in replace.items():
+            assert old in text
+            text = text.replace(old, new)
+        path.write_text(text)
+        return path
+
+    return write
+
+
+@pytest.fixture(scope="session")
 def toy_job(tmp_path_factory):
     """``toy_job(name, write)``: ``critic run`` in-process of the config that ``write(path)`` writes (and
     returns), in a fresh folder; returns ``(config, run directory)``."""

@@ -36,16 +36,9 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
-def write_config(path: Path, manroot: Path) -> Path:
-    text = (ROOT / "experiments" / "manpages" / "sections.toml").read_text()
-    path.write_text(text.replace('root = "/usr/share/man"', f'root = "{manroot}"')
-                    .replace("min_title_count = 5", "min_title_count = 1"))
-    return path
-
-
 @pytest.fixture(scope="module")
-def uninterrupted(toy_job, fixture_manpage_root):
-    return toy_job("kill", lambda path: write_config(path, fixture_manpage_root))
+def uninterrupted(toy_job, manpage_job_config):
+    return toy_job("kill", manpage_job_config)
 
 
 def outputs(out: Path) -> dict[str, bytes | dict]:

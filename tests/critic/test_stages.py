@@ -14,7 +14,6 @@ import pytest
 import critic.io as critic_io
 from critic.stages import Stage, config_key
 
-ROOT = Path(__file__).resolve().parents[2]
 MANPAGE_STAGES = ("data", "filtered", "critic", "report")
 
 
@@ -151,17 +150,10 @@ def test_temporaries_are_not_listed_and_stale_ones_go_at_begin(tmp_path):
     assert all(path.exists() for path in kept)
 
 
-def write_manpage_config(path: Path, manroot: Path) -> Path:
-    text = (ROOT / "experiments" / "manpages" / "sections.toml").read_text()
-    path.write_text(text.replace('root = "/usr/share/man"', f'root = "{manroot}"')
-                    .replace("min_title_count = 5", "min_title_count = 1"))
-    return path
-
-
 @pytest.fixture(scope="module")
-def manpage_run(toy_job, fixture_manpage_root):
+def manpage_run(toy_job, manpage_job_config):
     """One uninterrupted ``critic run experiments/manpages/sections.toml`` of the fixture."""
-    return toy_job("stages", lambda path: write_manpage_config(path, fixture_manpage_root))
+    return toy_job("stages", manpage_job_config)
 
 
 @pytest.mark.parametrize("damage, recomputed", [

@@ -17,17 +17,6 @@ ROOT = Path(__file__).resolve().parents[3]
 STAGES = ("data", "filtered", "critic", "report")
 
 
-def write_config(path: Path, manroot: Path, **replace: str) -> Path:
-    text = (ROOT / "experiments" / "manpages" / "sections.toml").read_text()
-    text = text.replace('root = "/usr/share/man"', f'root = "{manroot}"').replace("min_title_count = 5",
-                                                                                  "min_title_count = 1")
-    for old, new in replace.items():
-        assert old in text
-        text = text.replace(old, new)
-    path.write_text(text)
-    return path
-
-
 @pytest.fixture
 def run(run_experiment):
     """``run(config, out)``: (what it printed, stage -> 'reused' or 'computed')."""
@@ -35,9 +24,9 @@ def run(run_experiment):
 
 
 @pytest.fixture(scope="module")
-def first(toy_job, fixture_manpage_root):
+def first(toy_job, manpage_job_config):
     """One uninterrupted run: (config, run directory)."""
-    return toy_job("manpages", lambda path: write_config(path, fixture_manpage_root))
+    return toy_job("manpages", manpage_job_config)
 
 
 def test_run_prints_the_report_and_writes_it_to_report_dir(first, run):
@@ -66,23 +55,23 @@ def test_run_prints_the_report_and_writes_it_to_report_dir(first, run):
     ({'name = "sections"': 'name = "sections"\ndelta = 0.1'}, ["critic", "report"]),
     ({"min_sections = 3": "min_sections = 2"}, ["filtered", "critic", "report"]),
 ])
-def test_a_changed_stage_recomputes_with_everything_downstream(first, run, tmp_path, fixture_manpage_root,
+def test_a_changed_stage_recomputes_with_everything_downstream(first, run, tmp_path, manpage_job_config,
                                                               change, recomputed):
     config, base = first
     out = tmp_path / "run"
     shutil.copytree(base, out)
-    changed = write_config(tmp_path / "changed.toml", fixture_manpage_root, **change)
+    changed = manpage_job_config(tmp_path / "changed.toml", **change)
     _, how = run(changed, out)
     assert [s for s in STAGES if how[s] == "computed"] == recomputed
     _, how = run(changed, out)
     assert how == dict.fromkeys(STAGES, "reused")
 
 
-def test_results_never_mix_two_configs(first, run, tmp_path, fixture_manpage_root):
+def test_results_never_mix_two_configs(first, run, tmp_path, manpage_job_config):
     config, base = first
     out = tmp_path / "run"
     shutil.copytree(base, out)
-    fewer = write_config(tmp_path / "fewer.toml", fixture_manpage_root,
+    fewer = manpage_job_config(tmp_path / "fewer.toml",
                          **{'corruptions = ["permuted", "repeated", "dropped"]': 'corruptions = ["repeated"]'})
     run(fewer, out)
     results = json.loads((out / "report" / "results.json").read_text())
