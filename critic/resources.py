@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["ResourceError", "memory_available", "require_memory", "gib"]
+__all__ = ["ResourceError", "memory_available", "machine_memory", "require_memory", "gib"]
 
 
 class ResourceError(ValueError):
@@ -21,11 +21,21 @@ def memory_available() -> int:
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
+    return machine_memory()
+
+
+def gib(n: float) -> str:
+    """``n`` bytes in words: ``"238 GiB"``, ``"1.4 TiB"``, ``"12 MiB"``."""
+    for unit, size in (("PiB", 2 ** 50), ("TiB", 2 ** 40), ("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if n >= size:
+            value = n / size
+            return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
+    return f"{int(n)} bytes"
+
+
+def machine_memory() -> int:
+    """The machine's physical memory in bytes."""
     return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-
-
-def gib(nbytes: float) -> str:
-    return f"{nbytes / 2**30:.1f} GiB"
 
 
 def require_memory(nbytes: float, what: str, lower: str) -> None:

@@ -6,6 +6,8 @@
 * :mod:`.finetune` (+ :mod:`.checkpoint`): resumable fine-tuning keeping the best-validation model;
 * :mod:`.sampler` / :mod:`.sample` (+ :mod:`.generations`): batched, seeded, resumable sampling;
 * :mod:`.ppl`: word-level perplexity;
+* :mod:`.finite`, :mod:`.folder`, :mod:`.budget`: non-finite numbers, damaged model folders and runs
+  that cannot fit in memory are errors naming what, where and why (never a NaN, a traceback or an OOM kill);
 * :mod:`.cli`: ``critic lm finetune | sample | ppl``.
 
 transformers is imported only when a model is loaded or built.

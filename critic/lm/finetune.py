@@ -35,7 +35,10 @@ import torch
 
 from ..document import Document, documents_sha256
 from ..io import atomic_write_text
-from .checkpoint import has_checkpoint, load_checkpoint, restore_rng, save_checkpoint
+from .budget import require_memory, window_memory
+from .checkpoint import CHECKPOINT_DIR, has_checkpoint, load_checkpoint, restore_optimizer, restore_rng, save_checkpoint
+from .finite import NonFiniteError, check_finite
+from .folder import TOKENIZER_FILES, ModelFolderError, loading
 from .format import DocumentFormat
 from .model import load_lm, model_window, prepare_for_format, quiet_transformers, save_model_dir
 from .runs import claim_out_dir, derived_seed, read_json_object
@@ -131,7 +134,12 @@ def _start(model_source, tokenizer_source, fmt: DocumentFormat, device: torch.de
         if tokenizer_source is not None:
             from transformers import AutoTokenizer
 
-            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_source))
+            local = Path(str(tokenizer_source)).expanduser()
+            if local.exists():  # a folder: whatever fails is one error naming it
+                with loading(local, "tokenizer", TOKENIZER_FILES):
+                    tokenizer = AutoTokenizer.from_pretrained(str(local))
+            else:
+                tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_source))
     else:
         if tokenizer_source is not None:
             raise ValueError("a (model, tokenizer) pair was given: tokenizer_source must be None")
@@ -174,7 +182,11 @@ def finetune(model_source, tokenizer_source, train_docs: Sequence[Document], val
                 "config": {k: v for k, v in asdict(config).items() if k != "device"}}
     claim_out_dir(out_dir, settings, what="fine-tuning")
     if (out_dir / RESULT_FILE).is_file():
-        return FinetuneResult.from_dict(read_json_object(out_dir / RESULT_FILE), out_dir)
+        try:
+            return FinetuneResult.from_dict(read_json_object(out_dir / RESULT_FILE), out_dir)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelFolderError(f"{out_dir}: {RESULT_FILE} is not a fine-tuning result ({exc!r}); remove it "
+                                   "and rerun to write it again from the checkpoint") from None
 
     if has_checkpoint(out_dir):
         model, tokenizer, trainer, state = load_checkpoint(out_dir, device)
@@ -197,10 +209,14 @@ def finetune(model_source, tokenizer_source, train_docs: Sequence[Document], val
     targets_per_epoch = int((train_y[:, 1:] != IGNORE).sum())
     planned = _planned_steps(config, steps_per_epoch, targets_per_epoch)
     autocast = autocast_for(device, config.bf16)
+    rows = min(config.batch_size, n_windows)
+    require_memory("finetune", window_memory(model, rows=rows, window=context, training=True), {}, device=device,
+                   scale=f"for batches of {rows} windows of {context} tokens",
+                   fix="lower --batch-size or --context (nothing was trained)")
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.0)
     if trainer is not None:
-        optimizer.load_state_dict(trainer["optimizer"])
+        restore_optimizer(optimizer, trainer, out_dir / CHECKPOINT_DIR)
 
     def summary() -> dict[str, Any]:
         return {"context": context, "best_valid_loss": state["best_valid_loss"], "best_step": state["best_step"],
@@ -208,10 +224,21 @@ def finetune(model_source, tokenizer_source, train_docs: Sequence[Document], val
                 "planned_steps": planned, "train_windows": n_windows, "valid_windows": int(valid_x.shape[0]),
                 "train_targets_per_epoch": targets_per_epoch, "settings": settings}
 
+    def diverged(at_start: bool) -> str:
+        """What to do about a non-finite number (the fix part of the error)."""
+        if at_start:
+            return ("the model gives non-finite values before any update: are its weights damaged? "
+                    f"(nothing was written{'; drop --bf16' if config.bf16 else ''})")
+        kept = (f"checkpoint/ keeps step {state['history'][-1][0]}, best/ step {state['best_step']}"
+                if state["history"] else "no checkpoint was written")
+        return (f"lower --lr (it is {config.learning_rate:g}){' or drop --bf16' if config.bf16 else ''} and run "
+                f"again into a new --out ({kept})")
+
     def validate() -> None:
         nll, count = window_nll(model, valid_x, valid_y, batch_size=config.batch_size, device=device,
                                 autocast=autocast)
-        valid_loss = nll / count
+        valid_loss = check_finite(nll / count, "finetune: the validation loss", fix=diverged(False),
+                                  step=state["step"], lr=optimizer.param_groups[0]["lr"])
         train_loss = state["train_nll"] / max(state["train_targets"], 1)
         state["history"].append([state["step"], train_loss, valid_loss])
         state["train_nll"], state["train_targets"] = 0.0, 0
@@ -228,11 +255,23 @@ def finetune(model_source, tokenizer_source, train_docs: Sequence[Document], val
         with autocast():
             nll, count = batch_nll(model, train_x[rows].to(device), train_y[rows].to(device))
         loss = nll / max(count, 1)
+        lr = optimizer.param_groups[0]["lr"]
+        at_start = state["step"] == 0
+        check_finite(loss.detach(), "finetune: the training loss", fix=diverged(at_start), step=state["step"] + 1,
+                     lr=lr)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        if config.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-        optimizer.step()
+        # the norm of the gradient (clipped when asked): checked before the update reaches the weights
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm or math.inf)
+        check_finite(norm.detach(), "finetune: the gradient norm", fix=diverged(at_start), step=state["step"] + 1,
+                     lr=lr)
+        try:
+            optimizer.step()
+        except RuntimeError as exc:  # e.g. lr / (1 - beta1) beyond float32: "cannot be converted ... without overflow"
+            if "overflow" not in str(exc):
+                raise
+            raise NonFiniteError(f"finetune: the update overflows at step {state['step'] + 1}, lr {lr:.3g}: "
+                                 f"{diverged(False)}") from exc
         state["step"] += 1
         state["tokens_seen"] += count
         state["train_nll"] += float(nll.detach())
@@ -252,7 +291,7 @@ def finetune(model_source, tokenizer_source, train_docs: Sequence[Document], val
         # the dropout RNG: seeded for a new run, restored for a resumed one; the caller's RNG is left alone
         with torch.random.fork_rng(devices=rng_devices), quiet_transformers():
             if trainer is not None:
-                restore_rng(trainer, device)
+                restore_rng(trainer, device, out_dir / CHECKPOINT_DIR)
             else:
                 torch.manual_seed(derived_seed(config.seed, "dropout"))
             model.train()

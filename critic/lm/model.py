@@ -26,12 +26,14 @@ from typing import Any, Iterable, Iterator, Sequence
 import torch
 
 from ..io import atomic_directory, atomic_write_text
+from .finite import check_weights
+from .folder import (TOKENIZER_FILES, WEIGHT_FILES, ModelFolderError, check_gguf_file, check_model_folder, loading,
+                     read_folder_json)
 from .format import DocumentFormat
-from .runs import read_json_object
 
 __all__ = ["DEFAULT_LM", "load_lm", "train_tokenizer", "build_tiny_lm", "prepare_for_format", "model_window",
            "save_model_dir", "load_model_dir", "read_format", "read_training", "LoadedLM", "model_fingerprint",
-           "quiet_transformers", "FORMAT_FILE", "TRAINING_FILE"]
+           "quiet_transformers", "FORMAT_FILE", "TRAINING_FILE", "check_model_dir"]
 
 DEFAULT_LM = "smollm2"
 FORMAT_FILE = "format.json"
@@ -81,7 +83,11 @@ def load_lm(name_or_path: str = DEFAULT_LM, *, device: str = "cpu"):
 
     ``name_or_path``: ``"smollm2"`` (default), a local folder with ``config.json``, a ``.gguf`` file
     or a Hugging Face name (from the local cache when ``HF_HUB_OFFLINE=1``).  A missing folder
-    raises ``FileNotFoundError``, a folder that is not a model ``ValueError``; both name the path.
+    raises ``FileNotFoundError``; a local folder is checked file by file before transformers reads
+    it (:func:`~critic.lm.folder.check_model_folder`), and anything that fails while loading a
+    local folder or file is one :class:`~critic.lm.folder.ModelFolderError` naming it (a
+    ``ValueError``); so is a folder that is not a model.  Weights that are not all finite are a
+    :class:`~critic.lm.finite.NonFiniteError` naming the folder and the parameter.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -90,26 +96,35 @@ def load_lm(name_or_path: str = DEFAULT_LM, *, device: str = "cpu"):
     dev = resolve_device(device)
     name_or_path = str(name_or_path)
     gguf = _gguf_source(name_or_path)
+    local = gguf is not None
     if gguf is not None:
         source, kwargs = gguf
+        if name_or_path != DEFAULT_LM:
+            check_gguf_file(Path(source) / kwargs["gguf_file"])
     else:
         source, kwargs = name_or_path, {}
         path = Path(name_or_path).expanduser()
         if path.exists():
-            if not (path / "config.json").is_file():
-                raise ValueError(f"{name_or_path}: not a model folder (no config.json)")
-            source = str(path)
+            check_model_folder(path)
+            source, local = str(path), True
         elif _looks_like_path(name_or_path):
             raise FileNotFoundError(f"{name_or_path}: no such model folder")
-    try:
+    where = name_or_path if gguf is not None else source
+    if local:
         with quiet_transformers():
-            tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
-            model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
-    except OSError as exc:
-        if gguf is None and not Path(source).exists():
+            with loading(where, "tokenizer", TOKENIZER_FILES):
+                tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+            with loading(where, "model", ("config.json", *WEIGHT_FILES)):
+                model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    else:
+        try:
+            with quiet_transformers():
+                tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+                model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+        except OSError as exc:
             raise ValueError(f"{name_or_path}: not a local model folder, and loading it as a Hugging Face "
                              f"model failed ({str(exc).splitlines()[0]})") from None
-        raise ValueError(f"{name_or_path}: could not load the model ({str(exc).splitlines()[0]})") from None
+    check_weights(model, where)
     _drop_quantizer(model)
     return model.to(dev).eval(), tokenizer
 
@@ -264,27 +279,33 @@ def read_format(model_dir: str | Path) -> DocumentFormat:
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
         raise FileNotFoundError(f"{model_dir}: no such model folder")
-    path = model_dir / FORMAT_FILE
-    if not path.is_file():
-        raise ValueError(f"{model_dir}: no {FORMAT_FILE}; not a model folder written by fine-tuning "
-                         "(use the best/ folder of `critic lm finetune`)")
-    return DocumentFormat.from_dict(read_json_object(path), where=str(path))
+    if not (model_dir / FORMAT_FILE).exists():
+        raise ModelFolderError(f"{model_dir}: no {FORMAT_FILE}; not a model folder written by fine-tuning "
+                               "(use the best/ folder of `critic lm finetune`)")
+    return DocumentFormat.from_dict(read_folder_json(model_dir, FORMAT_FILE), where=str(model_dir / FORMAT_FILE))
 
 
 def read_training(model_dir: str | Path) -> dict[str, Any]:
-    """``training.json`` of a model folder, ``{}`` when it has none."""
-    path = Path(model_dir) / TRAINING_FILE
-    return read_json_object(path) if path.is_file() else {}
+    """``training.json`` of a model folder, ``{}`` when it has none; its ``context``, when there, checked."""
+    training = read_folder_json(model_dir, TRAINING_FILE, required=False) or {}
+    context = training.get("context")
+    if context is not None and (not isinstance(context, int) or isinstance(context, bool) or context < 2):
+        raise ModelFolderError(f"{model_dir}: {TRAINING_FILE} has 'context' {context!r}, not an integer >= 2")
+    return training
+
+
+def check_model_dir(model_dir: str | Path) -> tuple[DocumentFormat, dict[str, Any], dict[str, Any]]:
+    """``(format, training, config)`` of a fine-tuned model folder, every file of it checked first
+    (:func:`~critic.lm.folder.check_model_folder`); nothing is loaded."""
+    config = check_model_folder(model_dir, fine_tuned=True)
+    return read_format(model_dir), read_training(model_dir), config
 
 
 def load_model_dir(model_dir: str | Path, *, device: str = "cpu") -> LoadedLM:
-    """Load a model folder (:func:`save_model_dir`): checks ``format.json`` before the weights."""
-    fmt = read_format(model_dir)
-    training = read_training(model_dir)
+    """Load a model folder (:func:`save_model_dir`): checks every file of it before the weights."""
+    fmt, training, _ = check_model_dir(model_dir)
     model, tokenizer = load_lm(str(model_dir), device=device)
     context = training.get("context") or model_window(model)
-    if not isinstance(context, int) or context < 2:
-        raise ValueError(f"{Path(model_dir) / TRAINING_FILE}: 'context' must be an integer >= 2, got {context!r}")
     loaded = LoadedLM(model, tokenizer, fmt, int(context), Path(model_dir))
     for token in fmt.special_tokens:
         loaded.token_id(token)

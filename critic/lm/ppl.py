@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..document import Document
+from .budget import require_memory, window_memory
+from .finite import check_finite
 from .model import load_model_dir, quiet_transformers
 from .windows import cut_windows, token_stream, window_nll
 
@@ -59,12 +61,22 @@ def perplexity(model_dir: str | Path, docs: Sequence[Document], *, batch_size: i
     end_id = lm.token_id(fmt.end_of_document)
     pad_id = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else end_id
     inputs, labels = cut_windows(token_stream(docs, lm.tokenizer, fmt, end_id), lm.context, pad_id)
+    rows = min(batch_size, inputs.shape[0])
+    require_memory(f"{model_dir}: perplexity", window_memory(lm.model, rows=rows, window=lm.context, training=False),
+                   {}, device=dev, scale=f"for batches of {rows} windows of {lm.context} tokens",
+                   fix="lower --batch-size")
     with quiet_transformers():
         nll, n_tokens = window_nll(lm.model, inputs, labels, batch_size=batch_size, device=dev, progress=progress,
                                    desc="perplexity")
+    damaged = "the model gives non-finite log-probabilities: are its weights damaged?"
+    check_finite(nll, f"{model_dir}: the total NLL of the documents", fix=damaged)
     n_words = sum(fmt.count_words(fmt.render(doc)) for doc in docs)
-    return Perplexity(nll=nll, n_tokens=n_tokens, n_words=n_words, token_ppl=_exp(nll / n_tokens),
-                      word_ppl=_exp(nll / n_words), n_documents=len(docs), context=lm.context)
+    token_ppl, word_ppl = _exp(nll / n_tokens), _exp(nll / n_words)
+    for name, value in (("token", token_ppl), ("word", word_ppl)):
+        check_finite(value, f"{model_dir}: the {name} perplexity", nll=f"{nll:.4g} nats",
+                     fix="the model gives the documents almost zero probability: are its weights damaged?")
+    return Perplexity(nll=nll, n_tokens=n_tokens, n_words=n_words, token_ppl=token_ppl,
+                      word_ppl=word_ppl, n_documents=len(docs), context=lm.context)
 
 
 def _exp(x: float) -> float:

@@ -42,9 +42,10 @@ import torch
 
 from ..document import Document, iter_jsonl, write_jsonl
 from ..io import atomic_write_text
+from .budget import config_window, require_memory, sampling_memory
 from .format import DocumentFormat, GenerationParseError
 from .generations import Generation, LogWriter, read_log
-from .model import load_model_dir, model_fingerprint, quiet_transformers, read_format, read_training
+from .model import check_model_dir, load_model_dir, model_fingerprint, quiet_transformers
 from .runs import SETTINGS_FILE, claim_out_dir, derived_seed, read_json_object
 from .sampler import Warp, generate_batch
 
@@ -126,11 +127,17 @@ def sample(model_dir: str | Path, out_dir: str | Path, *, n: int, batch_size: in
     warp = Warp(temperature, top_k, top_p)
     dev = resolve_device(device)
     model_dir, out_dir = Path(model_dir), Path(out_dir)
-    fmt = read_format(model_dir)
+    fmt, training, config = check_model_dir(model_dir)   # every file of the folder, before anything is written
+    rows = min(batch_size, n)
+    on_device, on_host = sampling_memory(model_dir, config, rows=rows, max_new_tokens=max_new_tokens,
+                                         window=training.get("context") or config_window(config))
+    require_memory(f"{model_dir}: sampling", on_device, on_host, device=dev,
+                   scale=f"for batch {rows} x {max_new_tokens:,} new tokens",
+                   fix="lower --max-new-tokens or --batch-size (nothing was written)")
     settings = {"what": "critic lm sample", "model_sha256": model_fingerprint(model_dir),
                 "format": fmt.to_dict(), "n": n, "batch_size": batch_size, "max_new_tokens": max_new_tokens,
                 "seed": seed, "device": str(dev), "temperature": temperature, "top_k": top_k, "top_p": top_p,
-                "context": read_training(model_dir).get("context")}
+                "context": training.get("context")}
     claim_out_dir(out_dir, settings, what="sampling")
     if (out_dir / REPORT_FILE).is_file():
         return _report_from_file(out_dir)
@@ -173,7 +180,8 @@ def _sample_batches(model_dir: Path, out_dir: Path, todo: list[int], log: dict[i
                 generator = torch.Generator(device=device).manual_seed(derived_seed(seed, "batch", b))
                 for row, ids, finished in generate_batch(lm.model, rows=rows, prompt_id=end_id, end_id=end_id,
                                                          max_new_tokens=max_new_tokens, window=lm.context,
-                                                         generator=generator, warp=warp, device=device):
+                                                         generator=generator, warp=warp, device=device,
+                                                         what=str(model_dir), where={"batch": b}):
                     report.generated_tokens += len(ids)
                     index = first + row
                     text = lm.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)

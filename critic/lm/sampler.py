@@ -26,9 +26,11 @@ top-p, applied in that order, as in transformers' warpers).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator, Mapping
 
 import torch
+
+from .finite import check_finite
 
 __all__ = ["Warp", "generate_batch", "draw"]
 
@@ -69,8 +71,13 @@ class Warp:
         return logits
 
 
-def draw(logits: torch.Tensor, generator: torch.Generator, warp: Warp) -> torch.Tensor:
+def draw(logits: torch.Tensor, generator: torch.Generator, warp: Warp, *, what: str = "the model",
+         where: Mapping[str, Any] | None = None) -> torch.Tensor:
     """One token per row of ``(B, V)`` logits: ``(B,)`` int64 drawn with ``generator``.
+
+    Logits that are NaN or ``+inf`` (or a row all ``-inf``), or warped probabilities that are not a
+    distribution, are a :class:`~critic.lm.finite.NonFiniteError` (``what``: the model's name,
+    ``where``: step, batch), never a sample.
 
     Inverse-CDF sampling: with ``F_v = sum_{w <= v} p_w`` and ``u ~ U[0, 1)`` (one uniform per row),
     the token is the first ``v`` with ``F_v > u F_V``, so ``P(v) = p_v`` and a token of
@@ -78,10 +85,17 @@ def draw(logits: torch.Tensor, generator: torch.Generator, warp: Warp) -> torch.
     vocabulary entry (which costs as much as the model's forward pass at V = 4096 on a CPU).
     """
     logits = logits.float()
+    top = logits.amax(-1)                 # NaN or +inf anywhere in a row, or a row all -inf: not finite
     if not warp.plain:
         logits = warp(logits)
     probs = torch.softmax(logits, dim=-1)
     cdf = probs.cumsum(-1)
+    if not bool(torch.isfinite(top).all() & torch.isfinite(cdf[:, -1]).all()):  # one sync; then say which
+        where = dict(where or {})
+        check_finite(top, f"{what}: the largest next-token logit of each row",
+                     fix="the model gives non-finite logits: are its weights damaged?", **where)
+        check_finite(cdf[:, -1], f"{what}: the total of the next-token probabilities",
+                     fix=f"the warped distribution ({warp}) is not a distribution: raise the temperature", **where)
     u = torch.rand((probs.shape[0], 1), generator=generator, device=probs.device, dtype=cdf.dtype)
     token = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).squeeze(1)
     vocab = probs.shape[-1]
@@ -93,12 +107,15 @@ def draw(logits: torch.Tensor, generator: torch.Generator, warp: Warp) -> torch.
 
 @torch.no_grad()
 def generate_batch(model, *, rows: int, prompt_id: int, end_id: int, max_new_tokens: int, window: int,
-                   generator: torch.Generator, warp: Warp = Warp(),
-                   device: torch.device | str = "cpu") -> Iterator[tuple[int, list[int], bool]]:
+                   generator: torch.Generator, warp: Warp = Warp(), device: torch.device | str = "cpu",
+                   what: str = "the model",
+                   where: Mapping[str, Any] | None = None) -> Iterator[tuple[int, list[int], bool]]:
     """Yield ``(row, generated token ids, finished)`` for each of ``rows`` sequences, as each ends.
 
     ``finished``: the row drew ``end_id`` (the last id); otherwise it ran ``max_new_tokens``.  The
     prompt token is not part of the ids.  ``window`` is ``W`` of the module docstring (>= 2).
+    Non-finite logits or probabilities raise :class:`~critic.lm.finite.NonFiniteError` naming ``what``,
+    ``where`` (e.g. the batch) and the step (1-based), before the step's token is drawn.
     """
     if window < 2:
         raise ValueError(f"window must be at least 2 tokens, got {window}")
@@ -115,7 +132,7 @@ def generate_batch(model, *, rows: int, prompt_id: int, end_id: int, max_new_tok
         else:                                      # context = the last W - 1 tokens: recompute
             out = model(input_ids=seq[:, length - window + 1:length], use_cache=False, logits_to_keep=1)
             cache = None
-        token = draw(out.logits[:, -1, :], generator, warp)
+        token = draw(out.logits[:, -1, :], generator, warp, what=what, where={**(where or {}), "step": step + 1})
         seq[:, length] = token
         length += 1
         ended = token == end_id

@@ -212,7 +212,7 @@ def test_resampling_that_cannot_fit_in_memory_is_refused_before_scoring(tutorial
     # 32 bytes x 10^9 resamples x 6 documents: 192 GB, more than this machine has
     assert 32 * 10**9 * 6 > memory_available()
     with pytest.raises(ResourceError, match=r"1000000000 bootstrap resamples and 2000 permutations of 6 documents "
-                                            r"needs about 178.8 GiB of memory; this machine has .* GiB available: "
+                                            r"needs about 179 GiB of memory; this machine has .* GiB available: "
                                             r"lower --n-bootstrap"):
         criticize(critic, reference, {"lm": candidate}, n_bootstrap=10**9)
     assert not scored
