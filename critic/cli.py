@@ -114,33 +114,15 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _input_options(p: argparse.ArgumentParser) -> None:
-    """The options of the one document reader (:mod:`critic.inputs`), for every command that reads documents."""
-    from .inputs import FORMATS
+    from .inputs import add_arguments
 
-    g = p.add_argument_group("input files", "how document files are read (every file this command reads)")
-    g.add_argument("--format", default="auto", choices=["auto", *FORMATS],
-                   help="input format (default: detected from each file); a --reference file's is always detected")
-    g.add_argument("--text-field", default="text", help="free-text JSONL / Parquet / datasets: the text field")
-    g.add_argument("--id-field", default="id", help="free-text formats: the id field (absent: ids are NAME:LINE)")
-    g.add_argument("--sections", default="none", metavar="none|markdown|separator:STRING",
-                   help="free text into sections: one untitled section (none, the default), markdown headings, or "
-                        "split on a separator such as separator:<|section|>")
-    g.add_argument("--separator", help="--format text: the string between generations in one text file")
+    add_arguments(p)
 
 
 def _read(args, path: Path, name: str | None = None, *, detect: bool = False) -> tuple[list, dict]:
-    """Documents of ``path`` through the one reader, and what the reader did (printed when it skipped or
-    made up ids).  ``detect``: detect the format even when ``--format`` forces one (the reference set's,
-    which is usually the project's documents while the candidates are free text)."""
-    from .inputs import InputOptions, ReadReport, read_documents
+    from .inputs import read_with_args
 
-    options = InputOptions(format="auto" if detect else args.format, text_field=args.text_field,
-                           id_field=args.id_field, sections=args.sections, separator=args.separator)
-    report = ReadReport()
-    docs = read_documents(path, options, name=name, report=report)
-    if report.skipped or report.generated_ids:
-        print(f"critic: {report.summary()}", file=sys.stderr)
-    return docs, {"path": str(path), **report.to_dict()}
+    return read_with_args(args, path, name, detect=detect)
 
 
 # ------------------------------------------------------------------ commands

@@ -29,7 +29,7 @@ from typing import Any, Iterator
 from .document import Document, DocumentError, Section, _json_type, iter_json_lines, iter_jsonl
 
 __all__ = ["InputOptions", "ReadReport", "InputFormat", "FORMATS", "iter_documents", "read_documents",
-           "detect_format", "split_sections"]
+           "detect_format", "split_sections", "add_arguments", "read_with_args"]
 
 BATCH_ROWS = 1024
 """Rows per record batch read from a Parquet file (it is never loaded whole)."""
@@ -559,3 +559,34 @@ def read_documents(path: str | Path, options: InputOptions = InputOptions(), *, 
     if not docs:
         raise DocumentError(f"{path}: holds no documents" + (f"; {report.skips()}" if report.skipped else ""))
     return docs
+
+
+# ------------------------------------------------------------------ the command line
+def add_arguments(parser, *, format_option: str = "--format") -> None:
+    """The reader's options on a command that reads documents (``format_option``: the format flag's name,
+    for a command whose ``--format`` means something else, such as ``critic lm finetune``'s)."""
+    g = parser.add_argument_group("input files", "how document files are read (every file this command reads)")
+    g.add_argument(format_option, dest="input_format", default="auto", choices=["auto", *FORMATS],
+                   help="input format (default: detected from each file); a --reference file's is always detected")
+    g.add_argument("--text-field", default="text", help="free-text JSONL / Parquet / datasets: the text field")
+    g.add_argument("--id-field", default="id", help="free-text formats: the id field (absent: ids are NAME:LINE)")
+    g.add_argument("--sections", default="none", metavar="none|markdown|separator:STRING",
+                   help="free text into sections: one untitled section (none, the default), markdown headings, or "
+                        "split on a separator such as separator:<|section|>")
+    g.add_argument("--separator", help=f"{format_option} text: the string between generations in one text file")
+
+
+def read_with_args(args, path: str | Path, name: str | None = None, *, detect: bool = False
+                   ) -> tuple[list[Document], dict[str, Any]]:
+    """The documents at ``path`` as a command's :func:`add_arguments` options say, and what the reader did
+    (said on stderr when it skipped lines or made up ids).  ``detect``: detect the format even when one is
+    forced (a reference set's: usually the project's documents while the candidates are free text)."""
+    import sys
+
+    options = InputOptions(format="auto" if detect else args.input_format, text_field=args.text_field,
+                           id_field=args.id_field, sections=args.sections, separator=args.separator)
+    report = ReadReport()
+    docs = read_documents(path, options, name=name, report=report)
+    if report.skipped or report.generated_ids:
+        print(f"critic: {report.summary()}", file=sys.stderr)
+    return docs, {"path": str(path), **report.to_dict()}

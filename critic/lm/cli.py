@@ -45,7 +45,7 @@ def _tiny_pair(args, train_docs, fmt):
 
 
 def cmd_finetune(args) -> int:
-    from ..document import read_jsonl
+    from ..inputs import read_with_args
     from .finetune import FinetuneConfig, finetune
     from .format import DocumentFormat
 
@@ -57,7 +57,7 @@ def cmd_finetune(args) -> int:
             setattr(args, f"tiny_{k}", v)
     fmt = DocumentFormat.named(args.format, **({"end_of_document": args.end_of_document}
                                                 if args.end_of_document else {}))
-    train, valid = read_jsonl(args.train), read_jsonl(args.valid)
+    train, valid = read_with_args(args, args.train)[0], read_with_args(args, args.valid)[0]
     config = FinetuneConfig(batch_size=args.batch_size, learning_rate=args.lr, epochs=args.epochs,
                             max_tokens=args.max_tokens, context=args.context, eval_every=args.eval_every,
                             seed=args.seed, device=args.device, bf16=args.bf16, schedule=args.schedule)
@@ -87,10 +87,10 @@ def cmd_sample(args) -> int:
 
 
 def cmd_ppl(args) -> int:
-    from ..document import read_jsonl
+    from ..inputs import read_with_args
     from .ppl import perplexity
 
-    docs = read_jsonl(args.docs)
+    docs = read_with_args(args, args.docs)[0]
     result = perplexity(args.model, docs, batch_size=args.batch_size, device=args.device, progress=not args.quiet)
     if args.json:
         print(json.dumps(result.to_dict(), allow_nan=False))
@@ -104,6 +104,8 @@ def cmd_ppl(args) -> int:
 # ------------------------------------------------------------------ parser
 def add_commands(subparsers) -> None:
     """Add ``lm`` (with ``finetune``, ``sample``, ``ppl``) to the ``critic`` command line."""
+    from ..inputs import add_arguments
+
     lm = subparsers.add_parser("lm", help="fine-tune a causal LM, sample documents, measure perplexity")
     sub = lm.add_subparsers(dest="lm_command", required=True, metavar="LM_COMMAND")
 
@@ -135,6 +137,7 @@ def add_commands(subparsers) -> None:
         p.add_argument(f"--tiny-{k}", type=_positive_int, default=None, help=f"tiny model: {k} (default {v})")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     _common(p)
+    add_arguments(p, format_option="--input-format")  # --format is the document format of the LM's text
     p.set_defaults(func=cmd_finetune)
 
     p = sub.add_parser("sample", help="sample documents from a fine-tuned model folder (resumable)")
@@ -157,4 +160,5 @@ def add_commands(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda[:N]")
+    add_arguments(p, format_option="--input-format")
     p.set_defaults(func=cmd_ppl)

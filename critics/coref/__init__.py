@@ -22,11 +22,12 @@ __all__ = ["CorefChainCritic", "Chain", "build_chain", "Mention", "Resolution", 
 def _resolve_main(args) -> int:
     import json
 
-    from critic.document import read_jsonl, write_jsonl
+    from critic.document import write_jsonl
+    from critic.inputs import read_with_args
 
     from .resolvers import annotate
 
-    docs = read_jsonl(args.documents)
+    docs = read_with_args(args, args.documents)[0]
     resolved, counts = annotate(docs, args.out, batch_size=args.batch_size, progress=True)
     path = write_jsonl(resolved, args.out / "documents.jsonl")
     print(json.dumps({"documents": str(path), "counts": dict(counts)}, indent=1))
@@ -38,11 +39,14 @@ def add_commands(subparsers) -> None:
     import argparse
     from pathlib import Path
 
+    from critic.inputs import add_arguments
+
     p = subparsers.add_parser("coref", help="coreference tools (resolve documents with neuralcoref)")
     sub = p.add_subparsers(dest="coref_command", required=True)
     r = sub.add_parser("resolve", help="resolve documents with neuralcoref into DIR/documents.jsonl (resumable)",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    r.add_argument("documents", type=Path, help="documents JSONL")
+    r.add_argument("documents", type=Path, help="documents (any format critic reads: see --format)")
     r.add_argument("--out", type=Path, required=True, help="folder: resolutions.jsonl (log) and documents.jsonl")
     r.add_argument("--batch-size", type=int, default=16, help="documents per worker request")
+    add_arguments(r)
     r.set_defaults(func=_resolve_main)

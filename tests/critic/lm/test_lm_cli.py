@@ -45,6 +45,12 @@ def test_finetune_sample_ppl_end_to_end(splits, capsys):
     ppl = json.loads(capsys.readouterr().out)
     assert ppl["n_documents"] == 1 and ppl["context"] == 32 and 1 < ppl["token_ppl"] < 300
     assert ppl["word_ppl"] > ppl["token_ppl"]                  # fewer words than tokens
+    # the same document brought as free text (one untitled section, as the W/O Title format renders it)
+    doc = json.loads((t / "valid.jsonl").read_text())
+    (t / "valid-text.jsonl").write_text(json.dumps({"text": "\n\n".join(s["text"] for s in doc["sections"])}) + "\n")
+    assert main(["lm", "ppl", "--model", str(t / "run" / "best"), "--docs", str(t / "valid-text.jsonl"),
+                 "--sections", "separator:\n\n", "--json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out) == ppl
 
 
 @pytest.mark.parametrize("argv, message", [
