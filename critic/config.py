@@ -36,7 +36,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 __all__ = ["Key", "Schema", "ConfigError", "REQUIRED", "load_config", "read_toml", "check_config",
            "check_value", "check_call", "check_params", "describe_settings", "keys_from_dataclass", "suggest",
-           "line_of", "Range"]
+           "line_of", "Range", "Divides"]
 
 
 class ConfigError(ValueError):
@@ -79,11 +79,33 @@ class Key:
 
 
 @dataclass(frozen=True)
+class Divides:
+    """A combination check: ``[table] divisor`` must divide ``[table] multiple`` (attention heads the model
+    width), checked with the rest of the config, before a run starts; absent keys are not checked."""
+
+    table: str
+    divisor: str
+    multiple: str
+
+    def problem(self, config: Mapping[str, Any]) -> tuple[str, str, str] | None:
+        """``(table, key, message)`` when the combination is impossible, else ``None``."""
+        values = config.get(self.table) or {}
+        a, b = values.get(self.divisor), values.get(self.multiple)
+        if isinstance(a, int) and isinstance(b, int) and a > 0 and b % a:
+            return (self.table, self.divisor, f"[{self.table}] {self.divisor} = {a} does not divide "
+                                              f"{self.multiple} = {b}: choose {self.divisor} among "
+                                              f"{', '.join(str(d) for d in range(1, b + 1) if b % d == 0)}")
+        return None
+
+
+@dataclass(frozen=True)
 class Schema:
-    """Top-level ``keys`` and ``tables`` (table name -> key name -> :class:`Key`) of a config."""
+    """Top-level ``keys`` and ``tables`` (table name -> key name -> :class:`Key`) of a config, and ``checks``
+    of combinations of keys (:class:`Divides`) run once every key is known."""
 
     keys: Mapping[str, Key] = field(default_factory=dict)
     tables: Mapping[str, Mapping[str, Key]] = field(default_factory=dict)
+    checks: Sequence[Divides] = ()
 
 
 def suggest(name: str, known: Sequence[str]) -> str:
@@ -291,6 +313,10 @@ def check_config(config: Mapping[str, Any], schema: Schema, *, where: str = "<co
     for name, keys in schema.tables.items():
         if name not in out:
             out[name] = _check_table({}, keys, name, fail)
+    for check in schema.checks:
+        problem = check.problem(out)
+        if problem:
+            raise fail(*problem)
     return out
 
 

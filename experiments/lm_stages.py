@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from critic.config import Key
+from critic.config import Divides, Key
 from critic.document import Document, read_jsonl
 from critic.io import atomic_write_text
 from critic.lm.format import DocumentFormat
 from critic.stages import Stage
 
-__all__ = ["SPLITS", "LM_TABLE", "SAMPLE_TABLE", "StageChain", "LmPipeline", "read_splits",
+__all__ = ["SPLITS", "LM_TABLE", "LM_CHECK", "SAMPLE_TABLE", "StageChain", "LmPipeline", "read_splits",
            "train_tokenizer_stage", "finetune_stage", "sample_stage", "ppl_stage"]
 
 SPLITS = ("train", "valid", "test")
@@ -39,6 +39,9 @@ LM_TABLE = {
                            help="the token that ends a document: by default a new special token; a pretrained "
                                 "model's own separator is already trained (SmolLM2, GPT-2: <|endoftext|>)"),
 }
+
+LM_CHECK = Divides("lm", "heads", "dim")
+"""A tiny model's attention heads must divide its width: checked with the config, before the run starts."""
 
 SAMPLE_TABLE = {
     "n": Key(int, 100, min=1, help="generations per LM"),

@@ -55,6 +55,9 @@ def cmd_finetune(args) -> int:
     for k, v in _TINY_DEFAULTS.items():
         if tiny[k] is None:
             setattr(args, f"tiny_{k}", v)
+    if args.model == "tiny" and args.tiny_dim % args.tiny_heads:
+        raise ValueError(f"--tiny-heads {args.tiny_heads} does not divide --tiny-dim {args.tiny_dim}: attention "
+                         "heads split the model width evenly")
     fmt = DocumentFormat.named(args.format, **({"end_of_document": args.end_of_document}
                                                 if args.end_of_document else {}))
     train, valid = read_with_args(args, args.train)[0], read_with_args(args, args.valid)[0]

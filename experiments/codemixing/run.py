@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from critic.config import Key, Schema, check_config
+from critic.config import Divides, Key, Schema, check_config
 from critic.critic import Critic
 from critic.criticism import criticize
 from critic.document import Document, read_jsonl, write_jsonl
@@ -109,6 +109,7 @@ SCHEMA = Schema(
             "figure_samples": Key(int, 1, min=1, help="fig. 7: posterior samples per document"),
         },
     },
+    checks=(Divides("translation", "heads", "dim"),),
 )
 
 

@@ -42,7 +42,7 @@ from critic.registry import get_corpus, register_runner
 from critic.report import write_report
 from critic.stages import Stage
 from critics.sections import DEFAULT_DELTA_GRID, DEFAULT_DROP_TITLES, CorpusFilter
-from experiments.lm_stages import LM_TABLE, SAMPLE_TABLE, SPLITS, LmPipeline, StageChain, read_splits
+from experiments.lm_stages import LM_CHECK, LM_TABLE, SAMPLE_TABLE, SPLITS, LmPipeline, StageChain, read_splits
 from experiments.tables import cell, interval
 
 __all__ = ["main", "SCHEMA", "FORMATS"]
@@ -98,6 +98,7 @@ SCHEMA = Schema(
             "graph_threshold": Key(float, 0.05, gt=0, help="fig. 4: red edges have P_c below this"),
         },
     },
+    checks=(LM_CHECK,),
 )
 
 

@@ -43,7 +43,7 @@ from critic.io import atomic_write_text
 from critic.registry import get_corpus, register_runner
 from critic.report import write_report
 from critic.stages import Stage
-from experiments.lm_stages import LM_TABLE, SAMPLE_TABLE, LmPipeline, StageChain, read_splits
+from experiments.lm_stages import LM_CHECK, LM_TABLE, SAMPLE_TABLE, LmPipeline, StageChain, read_splits
 from experiments.tables import cell, interval
 
 __all__ = ["main", "SCHEMA", "table7"]
@@ -82,6 +82,7 @@ SCHEMA = Schema(
             "render": Key(int, 3, min=0, help="top flagged LM documents rendered (Markdown and HTML)"),
         },
     },
+    checks=(LM_CHECK,),
 )
 
 

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from critic import CriticismResult, criticize
-from critic.config import Key, Schema, check_config, keys_from_dataclass
+from critic.config import Divides, Key, Schema, check_config, keys_from_dataclass
 from critic.critic import resolve_device
 from critic.io import atomic_write_text
 from critic.registry import register_runner
@@ -68,6 +68,7 @@ SCHEMA = Schema(
         "eval": {"bootstrap": Key(int, min=1, help="bootstrap resamples (default 1000)"),
                  "num_samples": Key(int, min=1, help="samples drawn from each LM (default: test split size)")},
     },
+    checks=(Divides("transformer", "heads", "dim"),),
 )
 _RUNTIME_KEYS = ("runner", "threads")
 """Config keys that do not change the results (left out of the resume key)."""

@@ -47,7 +47,7 @@ from critic.io import atomic_write_text
 from critic.registry import get_corpus, register_runner
 from critic.report import write_report
 from critic.stages import Stage
-from experiments.lm_stages import LM_TABLE, SAMPLE_TABLE, LmPipeline, StageChain, read_splits
+from experiments.lm_stages import LM_CHECK, LM_TABLE, SAMPLE_TABLE, LmPipeline, StageChain, read_splits
 from experiments.tables import cell, interval
 
 __all__ = ["main", "SCHEMA", "table9", "SETS"]
@@ -97,6 +97,7 @@ SCHEMA = Schema(
             "mean_only": Key(bool, True, help="also report the authors' mean-only scoring (same fitted critic)"),
         },
     },
+    checks=(LM_CHECK,),
 )
 
 

@@ -41,3 +41,32 @@ def test_a_preset_typo_is_named_with_its_line(tmp_path):
     with pytest.raises(ConfigError, match=rf"paper\.toml:{line}: .*num_topic"):
         check_config(data, registry.get_runner(data["runner"]).schema, where=str(bad), text=text,
                      allowed=("runner",))
+
+
+WITH_HEADS = [p for p in PRESETS if p.name == "cpu.toml" and any(
+    "heads" in read_toml(p)[0].get(t, {}) for t in ("lm", "translation", "transformer"))]
+
+
+def test_the_head_check_has_presets_to_check():
+    assert {p.parent.name for p in WITH_HEADS} >= {"coherence", "coreference", "codemixing", "synthetic"}
+
+
+@pytest.mark.parametrize("path", WITH_HEADS, ids=lambda p: p.parent.name)
+def test_attention_heads_that_do_not_divide_the_width_are_refused_with_the_config(path, tmp_path):
+    """An impossible model is named with its line when the config is read, not when training starts."""
+    from critic.config import ConfigError
+
+    data, text = read_toml(path)
+    table = next(t for t in ("lm", "translation", "transformer") if "heads" in data.get(t, {}))
+    rows = text.splitlines()
+    start = next(i for i, row in enumerate(rows) if row.strip() == f"[{table}]")
+    at = next(i for i in range(start, len(rows)) if rows[i].startswith("heads ="))
+    rows[at] = "heads = 7"
+    bad = tmp_path / path.name
+    bad.write_text("\n".join(rows) + "\n")
+    data, text = read_toml(bad)
+    width = check_config({**data, table: {k: v for k, v in data[table].items() if k != "heads"}},
+                         registry.get_runner(data["runner"]).schema, allowed=("runner",))[table].get("dim")
+    assert width % 7
+    with pytest.raises(ConfigError, match=rf"cpu\.toml:{at + 1}: \[{table}\] heads = 7 does not divide dim = {width}"):
+        check_config(data, registry.get_runner(data["runner"]).schema, where=str(bad), text=text, allowed=("runner",))

@@ -54,6 +54,9 @@ def test_finetune_sample_ppl_end_to_end(splits, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
+    (["lm", "finetune", "--model", "tiny", "--tiny-heads", "3", "--tiny-dim", "16", "--train", "{t}/train.jsonl",
+      "--valid", "{t}/valid.jsonl", "--format", "with-titles", "--out", "{t}/run"],
+     "--tiny-heads 3 does not divide --tiny-dim 16"),
     (["lm", "finetune", *TINY, "--train", "{t}/missing.jsonl", "--valid", "{t}/valid.jsonl", "--format",
       "with-titles", "--out", "{t}/run"], "missing.jsonl: no such file"),
     (["lm", "finetune", "--model", "smollm2", "--tiny-dim", "8", "--train", "{t}/train.jsonl", "--valid",
