@@ -193,6 +193,11 @@ class Critic:
         """Why ``doc`` cannot be projected (``None`` when it can): a cheap test before projection."""
         return None
 
+    def training_used(self) -> int | None:
+        """How many training documents the fit used, for a critic that skips some (``None``: it skips none or
+        does not say).  Such a critic keeps ``training_skipped_`` (id -> why) and saves both."""
+        return None
+
     def fit_summary(self, n_documents: int) -> str:
         """What a fit used: ``"used U of N training documents"``, and the ones it skipped by reason, from the
         ``training_skipped_`` (id -> why) a critic that skips training documents keeps (and saves)."""
@@ -205,14 +210,19 @@ class Critic:
             text += f"; skipped {len(skipped)}: " + ", ".join(
                 f"{why} ({k}, e.g. {next(i for i, w in skipped.items() if w == why)!r})"
                 for why, k in sorted(reasons.items(), key=lambda kv: -kv[1]))
-            if len(skipped) * 2 > n_documents:
-                text += " -- MORE THAN HALF OF THE TRAINING DOCUMENTS WERE SKIPPED"
         return text
 
     def fit_warnings(self) -> list[str]:
         """What makes this fitted critic degenerate, for ``fit`` and every result that uses it (e.g. a
-        prior fitted on a single latent type, which cannot tell documents apart).  Default: none."""
-        return []
+        prior fitted on a single latent type, which cannot tell documents apart).  The base class warns when
+        the fit skipped more training documents than it used (:meth:`training_used`); a subclass adds its
+        own to ``super().fit_warnings()``."""
+        skipped, used = getattr(self, "training_skipped_", None) or {}, self.training_used()
+        if used is None or len(skipped) <= used:
+            return []
+        why, example = next(iter(skipped.values())), next(iter(skipped))
+        return [f"fitted on {used} of {used + len(skipped)} training documents: {len(skipped)} were skipped (e.g. "
+                f"{example!r}: {why}), so the prior describes a minority of the text it was given"]
 
     # -------------------------------------------------------------- optional: what the HTML report shows
     def report_figures(self, result: Any, documents: Mapping[str, Sequence[Document]]) -> dict[str, Any]:

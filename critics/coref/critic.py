@@ -209,6 +209,9 @@ class CorefChainCritic(Critic):
         return {caption: logprob_histogram_figure(self.prior_, sets, threshold=threshold)}
 
     # ------------------------------------------------------------------ state
+    def training_used(self) -> int:
+        return self.training_chains_
+
     def _get_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         return {"training_chains": self.training_chains_, "training_tokens": self.training_tokens_,
                 "training_skipped": self.training_skipped_}, {}

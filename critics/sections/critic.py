@@ -414,8 +414,8 @@ class SectionTransitionCritic(Critic):
         self._require_fitted()
         types = [t for t in self.vocab_ if t != UNKNOWN]
         if len(types) > 1:
-            return []
-        return [f"fitted on a single section type ({', '.join(map(repr, types)) or 'none'}): every document's chain "
+            return super().fit_warnings()
+        return super().fit_warnings() + [f"fitted on a single section type ({', '.join(map(repr, types)) or 'none'}): every document's chain "
                 "scores the same for its length, so this critic cannot tell documents apart"]
 
     def set_statistics(self, result, documents):

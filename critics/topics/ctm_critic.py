@@ -275,6 +275,9 @@ class CorrelatedTopicCritic(Critic):
         return ctm_view(self, doc, result)
 
     # ------------------------------------------------------------------ state
+    def training_used(self) -> int:
+        return self.training_docs_
+
     def _get_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         state = {"vocab": self.vocab_, "frequent": self.frequent_, "fit_steps": self.fit_steps_,
                  "fit_converged": self.fit_converged_, "training_docs": self.training_docs_,

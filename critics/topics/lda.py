@@ -201,6 +201,7 @@ class LdaCodeMixCritic(Critic):
         self.training_documents_ = len(corpus)
         self.training_tokens_ = int(sum(c for bow in corpus for _, c in bow))
         self.training_skipped_ = skipped
+        self.training_docs_ = len(corpus)
         return self
 
     # ------------------------------------------------------------------ project
@@ -247,15 +248,20 @@ class LdaCodeMixCritic(Critic):
         return lda_view(self, doc, result)
 
     # ------------------------------------------------------------------ state
+    def training_used(self) -> int | None:
+        return self.training_docs_
+
     def _get_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         return {"training_documents": self.training_documents_, "training_tokens": self.training_tokens_,
-                "training_skipped": self.training_skipped_, "vocabulary": len(self.dictionary_)}, {}
+                "training_skipped": self.training_skipped_, "training_docs": self.training_docs_,
+                "vocabulary": len(self.dictionary_)}, {}
 
     def _set_state(self, state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
         self._check_params()
         self.training_documents_ = int(state["training_documents"])
         self.training_tokens_ = int(state["training_tokens"])
         self.training_skipped_ = dict(state["training_skipped"])
+        self.training_docs_ = state.get("training_docs")  # None in saves from before it was kept
         self._vocabulary = int(state["vocabulary"])
 
     def _save_files(self, directory: Path) -> None:

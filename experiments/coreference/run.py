@@ -66,7 +66,7 @@ SCHEMA = Schema(
         "sample": SAMPLE_TABLE,
         "neuralcoref": {"batch_size": Key(int, 16, min=1, help="documents per worker request")},
         "critic": {
-            "order": Key(int, 5, min=1, help="n-gram order of the prior (paper: 5)"),
+            "order": Key(int, 5, min=2, help="n-gram order of the prior (paper: 5; a 1-gram has no context)"),
             "memory": Key(str, "1G", help="lmplz -S memory bound"),
         },
         "corruptions": {

@@ -200,3 +200,21 @@ def test_fit_says_how_many_training_documents_it_used_and_skipped(corpus, tmp_pa
     assert (f"fitted lda: used {len(train)} of {len(train) + 3} training documents; skipped 3: no word tokens "
             "(3, e.g. 'blank0')") in out
     assert Critic.load(tmp_path / "m").training_skipped_ == {f"blank{i}": "no word tokens" for i in range(3)}
+
+
+def test_a_fit_that_skips_most_of_its_input_warns_in_fit_and_in_every_result(corpus, tmp_path, capsys):
+    from critic.document import Document, Section, write_jsonl
+
+    train = read_jsonl(corpus / "train.jsonl")[:5]
+    blank = [Document(f"blank{i}", (Section("name", "... !!! --"),)) for i in range(8)]
+    path = write_jsonl(train + blank, tmp_path / "train.jsonl")
+    capsys.readouterr()
+    assert main(["fit", "lda", "--train", str(path), "--out", str(tmp_path / "m"),
+                 "--params", '{"passes": 1, "num_topics": 2}']) == 0
+    want = ("fitted on 5 of 13 training documents: 8 were skipped (e.g. 'blank0': no word tokens), so the prior "
+            "describes a minority of the text it was given")
+    assert f"critic: warning: {want}" in capsys.readouterr().err
+    assert main(["compare", str(tmp_path / "m"), "--reference", str(corpus / "test.jsonl"), "--candidate",
+                 f"same={corpus / 'test.jsonl'}", "--n-bootstrap", "20", "--out", str(tmp_path / "r")]) == 0
+    saved = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert saved["critic"]["warnings"] == [want] and f"⚠ critic: {want}" in (tmp_path / "r" / "report.md").read_text()

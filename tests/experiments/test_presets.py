@@ -70,3 +70,13 @@ def test_attention_heads_that_do_not_divide_the_width_are_refused_with_the_confi
     assert width % 7
     with pytest.raises(ConfigError, match=rf"cpu\.toml:{at + 1}: \[{table}\] heads = 7 does not divide dim = {width}"):
         check_config(data, registry.get_runner(data["runner"]).schema, where=str(bad), text=text, allowed=("runner",))
+
+
+def test_a_coreference_prior_without_context_is_refused_with_the_config(tmp_path):
+    from critic.config import ConfigError
+
+    path = next(p for p in PRESETS if p.parent.name == "coreference" and p.name == "cpu.toml")
+    data, text = read_toml(path)
+    data["critic"] = {**data.get("critic", {}), "order": 1}
+    with pytest.raises(ConfigError, match=r"order must be >= 2"):
+        check_config(data, registry.get_runner(data["runner"]).schema, where=str(path), allowed=("runner",))
