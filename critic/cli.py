@@ -1,6 +1,7 @@
 """The ``critic`` command line.
 
-``critic list``, ``critic fit``, ``critic score``, ``critic compare``,
+``critic list``, ``critic fit``, ``critic score`` (streamed, resumable, ``--shard``) and ``critic merge``,
+``critic compare``,
 ``critic report`` (several critics, one HTML report), ``critic outliers``, ``critic run CONFIG.toml``, ``critic data build CORPUS``,
 ``critic data convert FORMAT``, plus commands that plugins add
 (``add_commands(subparsers)`` in a module of the ``critic.plugins`` entry-point
@@ -32,8 +33,9 @@ from . import progress, registry
 from .config import ConfigError, check_config, check_params, describe_settings, line_of, read_toml, suggest
 from .critic import Critic, resolve_device
 from .criticism import criticize
-from .io import atomic_open, check_replaceable
+from .io import check_replaceable
 from .report import outliers_table, write_report
+from .streaming import CHUNK_BATCHES
 
 __all__ = ["main", "build_parser", "seed_everything", "EXIT_ERROR", "EXIT_INTERRUPTED"]
 
@@ -172,22 +174,35 @@ def cmd_fit(args) -> int:
 
 
 def cmd_score(args) -> int:
+    from .inputs import ReadReport, iter_documents, options_from_args
+    from .streaming import parse_shard, score_stream, scored_chunks
+
     critic = Critic.load(args.critic_dir, device=args.device)
-    scores = critic.score(_read(args, args.input)[0], progress=True, seed=args.seed)
-    stderr = scores.latent_nll_stderr
-    rows = [{"id": doc_id, "latent_nll": float(t), "latent_steps": float(m), "latent_nll_per_step": float(t / m),
-             "unknown": scores.unknown.get(doc_id, 0),
-             **({} if stderr is None else {"latent_nll_stderr": float(stderr[i]), "estimator": scores.estimator})}
-            for i, (doc_id, t, m) in enumerate(zip(scores.doc_ids, scores.latent_nll, scores.latent_steps))]
-    rows += [{"id": doc_id, "skipped": reason} for doc_id, reason in scores.skipped.items()]
-    text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    shard = parse_shard(args.shard) if args.shard else (1, 1)
+    if shard != (1, 1) and not args.out:
+        raise ValueError("--shard writes a part for critic merge: give --out FILE")
+    read = ReadReport()
+    docs = iter_documents(args.input, options_from_args(args), report=read)
     if args.out:
-        with atomic_open(args.out) as fh:
-            fh.write(text)
+        state = score_stream(critic, docs, args.out, source=args.input, seed=args.seed,
+                             chunk_batches=args.chunk_batches, shard=shard, progress=True)
+        print(f"scored {len(state['chunks'])} of {state['chunks_total']} chunks ({state['read']} documents read) "
+              f"into {args.out}" + (f" (shard {shard[0]}/{shard[1]}: critic merge puts the parts together)"
+                                    if shard != (1, 1) else ""), file=sys.stderr)
     else:
-        sys.stdout.write(text)
-    if scores.skipped:
-        print(f"{len(scores.skipped)} document(s) could not be projected (see 'skipped' lines)", file=sys.stderr)
+        for _, _, _, rows in scored_chunks(critic, docs, seed=args.seed, chunk_batches=args.chunk_batches):
+            sys.stdout.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+            sys.stdout.flush()
+    if read.skipped or read.generated_ids:
+        print(f"critic: {read.summary()}", file=sys.stderr)
+    return 0
+
+
+def cmd_merge(args) -> int:
+    from .streaming import merge_shards
+
+    done = merge_shards(args.parts, args.out)
+    print(f"merged {done['chunks']} chunks from {done['parts']} shards into {args.out}")
     return 0
 
 
@@ -396,13 +411,22 @@ def build_parser() -> argparse.ArgumentParser:
         _input_options(f)
         f.set_defaults(func=cmd_fit)
 
-    p = sub.add_parser("score", help="per-document T(x), M(x) as JSONL")
+    p = sub.add_parser("score", help="per-document T(x), M(x) as JSONL, streamed in chunks (resumable, shardable)")
     p.add_argument("critic_dir", type=Path)
     p.add_argument("--input", required=True, type=Path)
-    p.add_argument("--out", type=Path, help="JSONL file (default: stdout)")
+    p.add_argument("--out", type=Path, help="JSONL file, written chunk by chunk; a rerun resumes (default: stdout)")
+    p.add_argument("--shard", metavar="I/N", help="score only the I-th of N shards (cut on batch boundaries); "
+                                                 "critic merge puts the parts together")
+    p.add_argument("--chunk-batches", type=_positive_int, default=CHUNK_BATCHES,
+                   help=f"batches per chunk, the unit written, resumed and sharded (default {CHUNK_BATCHES})")
     _common(p)
     _input_options(p)
     p.set_defaults(func=cmd_score)
+
+    p = sub.add_parser("merge", help="put the shards of critic score --shard together (the serial run's bytes)")
+    p.add_argument("parts", nargs="+", type=Path, help="the shards' output files")
+    p.add_argument("--out", required=True, type=Path)
+    p.set_defaults(func=cmd_merge)
 
     p = sub.add_parser("compare", help="criticise candidate sets against a reference set")
     p.add_argument("critic_dir", type=Path)

@@ -292,13 +292,14 @@ class Critic:
             return LatentNLL(value.detach().to(torch.float64).cpu(), stderr.detach().to(torch.float64).cpu(),
                              f"monte carlo ({self.mc_samples} samples)")
 
-    def score(self, docs: Sequence[Document], *, progress: bool = False, seed: int = 0) -> Scores:
+    def score(self, docs: Sequence[Document], *, progress: bool = False, seed: int = 0, first_batch: int = 0) -> Scores:
         """Project and score every document it can; count and give the reason for the others.
 
         Documents are checked (:meth:`check`), projected in batches of
         ``batch_size`` (one :meth:`project` call each), and ``T(x)`` computed
-        per batch.  A non-finite ``T(x)`` or ``M(x)`` is a counted skip with
-        its reason, never a reported number.
+        per batch, the k-th batch's Monte Carlo seeded ``seed + first_batch + k`` (so a set scored in
+        pieces that start on batch boundaries gets the numbers of one call).  A non-finite ``T(x)`` or
+        ``M(x)`` is a counted skip with its reason, never a reported number.
         """
         self._require_fitted()
         ids = [d.id for d in docs]
@@ -331,7 +332,7 @@ class Critic:
             unknown.update({i: c for i, c in projection.unknown.items() if c})
             if not len(projection):
                 continue
-            nll = self.latent_nll(projection, seed=seed + k)
+            nll = self.latent_nll(projection, seed=seed + first_batch + k)
             estimator = nll.estimator
             t = nll.value.numpy()
             m = projection.latent_steps.detach().to(torch.float64).cpu().numpy()

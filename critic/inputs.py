@@ -29,7 +29,7 @@ from typing import Any, Iterator
 from .document import Document, DocumentError, Section, _json_type, iter_json_lines, iter_jsonl
 
 __all__ = ["InputOptions", "ReadReport", "InputFormat", "FORMATS", "iter_documents", "read_documents",
-           "detect_format", "split_sections", "add_arguments", "read_with_args"]
+           "detect_format", "split_sections", "add_arguments", "options_from_args", "read_with_args"]
 
 BATCH_ROWS = 1024
 """Rows per record batch read from a Parquet file (it is never loaded whole)."""
@@ -576,6 +576,12 @@ def add_arguments(parser, *, format_option: str = "--format") -> None:
     g.add_argument("--separator", help=f"{format_option} text: the string between generations in one text file")
 
 
+def options_from_args(args, *, detect: bool = False) -> InputOptions:
+    """The :class:`InputOptions` of a command's :func:`add_arguments` options (``detect``: format ``auto``)."""
+    return InputOptions(format="auto" if detect else args.input_format, text_field=args.text_field,
+                        id_field=args.id_field, sections=args.sections, separator=args.separator)
+
+
 def read_with_args(args, path: str | Path, name: str | None = None, *, detect: bool = False
                    ) -> tuple[list[Document], dict[str, Any]]:
     """The documents at ``path`` as a command's :func:`add_arguments` options say, and what the reader did
@@ -583,10 +589,8 @@ def read_with_args(args, path: str | Path, name: str | None = None, *, detect: b
     forced (a reference set's: usually the project's documents while the candidates are free text)."""
     import sys
 
-    options = InputOptions(format="auto" if detect else args.input_format, text_field=args.text_field,
-                           id_field=args.id_field, sections=args.sections, separator=args.separator)
     report = ReadReport()
-    docs = read_documents(path, options, name=name, report=report)
+    docs = read_documents(path, options_from_args(args, detect=detect), name=name, report=report)
     if report.skipped or report.generated_ids:
         print(f"critic: {report.summary()}", file=sys.stderr)
     return docs, {"path": str(path), **report.to_dict()}

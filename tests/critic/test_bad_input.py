@@ -203,7 +203,7 @@ def test_bad_names_and_numbers(ctx, capsys, tmp_path, argv, message):
 
 
 def test_score_output_that_is_a_directory(ctx, capsys, tmp_path):
-    fails(capsys, ["score", ctx["model"], "--input", ctx["good"], "--out", tmp_path], f"{tmp_path}: Is a directory")
+    fails(capsys, ["score", ctx["model"], "--input", ctx["good"], "--out", tmp_path], f"{tmp_path}: is a directory")
     assert list(tmp_path.iterdir()) == []  # no temporary file left behind
 
 

@@ -148,9 +148,13 @@ def test_score_writes_its_output_atomically(corpus, tmp_path):
     out.write_text("old\n")
     assert main(["score", str(model), "--input", str(tmp_path / "missing.jsonl"), "--out", str(out)]) == 2
     assert out.read_text() == "old\n"  # a failed command leaves the previous file as it was
+    # a file that is not a streamed output is never overwritten
+    assert main(["score", str(model), "--input", str(corpus / "valid.jsonl"), "--out", str(out)]) == 2
+    assert out.read_text() == "old\n"
+    out.unlink()
     assert main(["score", str(model), "--input", str(corpus / "valid.jsonl"), "--out", str(out)]) == 0
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["m", "scores.jsonl"]  # no temporary files left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m", "scores.jsonl", "scores.jsonl.progress.json"]
 
 
 def test_list_shows_corpora(capsys):

@@ -1,0 +1,216 @@
+"""Scoring that streams: documents read, projected and written in chunks, resumable, shardable.
+
+``critic score`` on a million generations must neither hold them in memory nor lose finished work when
+it is stopped.  :func:`score_stream` reads documents lazily (:func:`critic.inputs.iter_documents`), cuts
+them into **chunks of whole batches** -- a chunk closes when ``chunk_batches * batch_size`` of its
+documents pass :meth:`Critic.check` -- and scores each with :meth:`Critic.score` starting at its global
+batch index, so every Monte Carlo seed is the one an uninterrupted single call would use.  Each
+chunk's rows are appended to the output JSONL and fsynced, then a small progress file beside it
+(``OUT.progress.json``, written atomically) records the chunk's byte range and where the input stands.
+
+- **Resume**: a rerun with the same settings truncates the output to the last recorded chunk (a chunk
+  half-appended when the process died is dropped), skips the input already consumed and goes on; the
+  finished file is byte-identical to an uninterrupted run's.  Other settings (critic, input file, seed,
+  chunk size, shard) are refused with what differs, and a file at ``out`` that is not a streamed output
+  (no progress file) is never overwritten.
+- **Shards**: ``shard=(i, n)`` scores only the chunks ``c`` with ``c % n == i - 1`` (every shard reads the
+  input to cut the same chunks), under any launcher (a Slurm array, ``accelerate launch``, a loop);
+  :func:`merge_shards` puts the shards' chunks back in order: the same bytes as one serial run.
+
+Rows are those of ``critic score``: ``{"id", "latent_nll", "latent_steps", "latent_nll_per_step",
+"unknown"[, "latent_nll_stderr", "estimator"]}`` for a scored document, ``{"id", "skipped"}`` for one that
+could not be (in the order :meth:`Critic.score` gives: scored first, then skipped, per chunk).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+from .critic import Critic, Scores
+from .document import Document, DocumentError
+from .io import atomic_open, atomic_write_text
+
+__all__ = ["CHUNK_BATCHES", "score_rows", "scored_chunks", "score_stream", "merge_shards", "progress_path",
+           "parse_shard"]
+
+CHUNK_BATCHES = 16
+"""Batches of checked documents per chunk (the unit that is written, resumed and sharded)."""
+
+
+def progress_path(out: str | Path) -> Path:
+    """The progress file beside a streamed output."""
+    out = Path(out)
+    return out.with_name(out.name + ".progress.json")
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"i/n"`` (1 <= i <= n) as ``(i, n)``; ValueError naming the option otherwise."""
+    i, sep, n = text.partition("/")
+    try:
+        shard = (int(i), int(n))
+    except ValueError:
+        shard = (0, 0)
+    if not sep or not 1 <= shard[0] <= shard[1]:
+        raise ValueError(f"--shard {text!r}: expected i/n with 1 <= i <= n, e.g. 2/4")
+    return shard
+
+
+def score_rows(scores: Scores) -> list[dict[str, Any]]:
+    """The output rows of one :class:`Scores`: scored documents, then skipped ones."""
+    stderr = scores.latent_nll_stderr
+    rows = [{"id": doc_id, "latent_nll": float(t), "latent_steps": float(m), "latent_nll_per_step": float(t / m),
+             "unknown": scores.unknown.get(doc_id, 0),
+             **({} if stderr is None else {"latent_nll_stderr": float(stderr[i]), "estimator": scores.estimator})}
+            for i, (doc_id, t, m) in enumerate(zip(scores.doc_ids, scores.latent_nll, scores.latent_steps))]
+    return rows + [{"id": doc_id, "skipped": reason} for doc_id, reason in scores.skipped.items()]
+
+
+def _chunks(critic: Critic, docs: Iterable[Document], kept_per_chunk: int
+            ) -> Iterator[tuple[int, list[Document], int]]:
+    """``(documents read so far, chunk, how many of it pass the check)``: consecutive documents, each chunk
+    closing when ``kept_per_chunk`` of them pass :meth:`Critic.check` (the last one may hold fewer)."""
+    chunk: list[Document] = []
+    kept = read = 0
+    for doc in docs:
+        read += 1
+        chunk.append(doc)
+        kept += critic.check(doc) is None
+        if kept == kept_per_chunk:
+            yield read, chunk, kept
+            chunk, kept = [], 0
+    if chunk:
+        yield read, chunk, kept
+
+
+def scored_chunks(critic: Critic, docs: Iterable[Document], *, seed: int = 0, chunk_batches: int = CHUNK_BATCHES,
+                  shard: tuple[int, int] = (1, 1), done: int = 0
+                  ) -> Iterator[tuple[int, int, int, list[dict[str, Any]] | None]]:
+    """``(chunk index, documents read so far, documents in the chunk, rows)`` for each chunk of ``docs``;
+    ``rows`` is ``None`` for a chunk of another shard or one that ends within the first ``done`` documents
+    (already written).  The k-th batch of checked documents is seeded ``seed + k``, as in one
+    :meth:`Critic.score` call."""
+    batches = 0
+    for index, (read, chunk, kept) in enumerate(_chunks(critic, docs, chunk_batches * critic.batch_size)):
+        rows = None
+        if read > done and index % shard[1] == shard[0] - 1:
+            rows = score_rows(critic.score(chunk, seed=seed, first_batch=batches))
+        yield index, read, len(chunk), rows
+        batches += -(-kept // critic.batch_size)
+
+
+def _settings(critic: Critic, source: str | Path, seed: int, chunk_batches: int, shard: tuple[int, int]) -> dict:
+    stat = os.stat(source)
+    return {"critic": critic.state_sha256(), "input": str(source), "input_size": stat.st_size,
+            "input_mtime_ns": stat.st_mtime_ns, "seed": seed, "chunk_batches": chunk_batches,
+            "batch_size": critic.batch_size, "shard": list(shard)}
+
+
+def _resume(out: Path, settings: dict) -> dict:
+    """The progress of an earlier run with the same settings (the output truncated to its last chunk), or a
+    fresh one; ValueError naming what differs from an earlier run's settings."""
+    path = progress_path(out)
+    if out.is_dir():
+        raise ValueError(f"{out}: is a directory (--out names the JSONL file to write)")
+    if not path.is_file():
+        if out.exists() and out.stat().st_size:
+            raise ValueError(f"{out}: exists without {path.name}: not a streamed output of critic score; "
+                             "remove it or choose another --out")
+        return {"settings": settings, "chunks": [], "read": 0, "bytes": 0, "complete": False}
+    try:
+        progress = json.loads(path.read_text(encoding="utf-8"))
+        recorded = progress["settings"]
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(f"{path}: damaged progress file; remove it and {out} to start again") from None
+    changed = sorted(k for k in set(settings) | set(recorded) if settings.get(k) != recorded.get(k))
+    if changed:
+        raise ValueError(f"{out}: was started with other settings ({', '.join(changed)} differ); remove it and "
+                         f"{path.name}, or choose another --out")
+    size = out.stat().st_size if out.exists() else 0
+    if size < progress["bytes"]:
+        raise ValueError(f"{out}: shorter ({size} bytes) than its progress file records ({progress['bytes']}); "
+                         f"remove it and {path.name} to start again")
+    if size > progress["bytes"]:
+        with open(out, "r+b") as fh:  # a chunk half-appended when the process stopped
+            fh.truncate(progress["bytes"])
+    return progress
+
+
+def score_stream(critic: Critic, docs: Iterable[Document], out: str | Path, *, source: str | Path, seed: int = 0,
+                 chunk_batches: int = CHUNK_BATCHES, shard: tuple[int, int] = (1, 1), progress: bool = False) -> dict:
+    """Score ``docs`` (read lazily from ``source``) into ``out`` chunk by chunk; resumes an earlier run with
+    the same settings (see the module docstring).  Returns the finished progress record."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    settings = _settings(critic, source, seed, chunk_batches, shard)
+    state = _resume(out, settings)
+    if state["complete"]:
+        return state
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(desc=f"{critic.name}: scoring", unit="doc", initial=state["read"])
+    total = 0
+    with open(out, "ab") as fh:
+        for index, read, size, rows in scored_chunks(critic, docs, seed=seed, chunk_batches=chunk_batches,
+                                                     shard=shard, done=state["read"]):
+            total = index + 1
+            if rows is not None:
+                data = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode("utf-8")
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+                state["chunks"].append({"index": index, "start": state["bytes"], "end": state["bytes"] + len(data),
+                                        "documents": size})
+                state["bytes"] += len(data)
+            if read > state["read"]:
+                state["read"] = read
+                if rows is not None:
+                    atomic_write_text(progress_path(out), json.dumps(state) + "\n")
+                if bar is not None:
+                    bar.update(size)
+    state.update(complete=True, chunks_total=total)
+    atomic_write_text(progress_path(out), json.dumps(state) + "\n")
+    if bar is not None:
+        bar.close()
+    return state
+
+
+def merge_shards(parts: Sequence[str | Path], out: str | Path) -> dict:
+    """Put the finished shards' chunks back in their global order into ``out`` (atomically): the bytes of one
+    serial run.  ValueError naming the part when one is unfinished, missing a chunk or from another run."""
+    states = []
+    for part in parts:
+        path = progress_path(part)
+        try:
+            state = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            raise DocumentError(f"{part}: no readable {path.name} (not a streamed critic score output)") from None
+        if not state.get("complete"):
+            raise ValueError(f"{part}: its shard is not finished; rerun its critic score to complete it")
+        states.append((Path(part), state))
+    first = {k: v for k, v in states[0][1]["settings"].items() if k != "shard"}
+    shards = sorted(tuple(s["settings"]["shard"]) for _, s in states)
+    n = shards[0][1]
+    if shards != [(i, n) for i in range(1, n + 1)]:
+        raise ValueError(f"the parts are shards {', '.join(f'{i}/{m}' for i, m in shards)}: give each of 1/{n} .. "
+                         f"{n}/{n} once")
+    for part, state in states:
+        if {k: v for k, v in state["settings"].items() if k != "shard"} != first:
+            raise ValueError(f"{part}: scored with other settings than {states[0][0]} (critic, input, seed or "
+                             "chunk size)")
+    located = {c["index"]: (part, c) for part, state in states for c in state["chunks"]}
+    total = states[0][1]["chunks_total"]
+    missing = [i for i in range(total) if i not in located]
+    if missing:
+        raise ValueError(f"chunk {missing[0]} of {total} is in no part")
+    with atomic_open(out, "wb") as dst:
+        for index in range(total):
+            part, chunk = located[index]
+            with open(part, "rb") as src:
+                src.seek(chunk["start"])
+                dst.write(src.read(chunk["end"] - chunk["start"]))
+    return {"chunks": total, "parts": len(states)}

@@ -1,0 +1,136 @@
+"""Streamed scoring: chunks of whole batches give one call's numbers (Monte Carlo seeds included), a stopped run
+resumes to the same bytes, shards merge to the serial run's bytes, and other settings are refused."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch.distributions import Cauchy, Uniform
+
+from critic import Projection
+from critic.cli import main
+from critic.document import Document, Section, write_jsonl
+from critic.streaming import merge_shards, progress_path, score_rows, score_stream
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "section_count_critic.py"
+
+
+@pytest.fixture(scope="module")
+def critic():
+    """Section counts under a Poisson fit, projected as Uniform(n +- 0.5) under a Cauchy prior: Monte Carlo,
+    so every batch's seed shows in its numbers; 3 documents a batch."""
+    spec = importlib.util.spec_from_file_location("section_count_critic", EXAMPLE)
+    tutorial = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tutorial)
+
+    class SoftCount(tutorial.SectionCountCritic):
+        mc_samples = 64
+        batch_size = 3
+
+        def project(self, docs):
+            n = torch.tensor([float(len(d.sections)) for d in docs], dtype=torch.float64)
+            return Projection([d.id for d in docs], Uniform(n - 0.5, n + 0.5), torch.ones(len(docs)))
+
+        def prior(self):
+            return Cauchy(torch.tensor(self.rate_, dtype=torch.float64), 2.0)
+
+    return SoftCount().fit([Document(f"t{i}", tuple(Section("s", "x") for _ in range(k)))
+                            for i, k in enumerate([3, 4, 5])])
+
+
+@pytest.fixture(scope="module")
+def docs(tmp_path_factory):
+    """41 documents, every seventh without sections (skipped by the check)."""
+    rng = np.random.default_rng(0)
+    out = [Document(f"d{i}", () if i % 7 == 3 else tuple(Section("s", "x") for _ in range(int(rng.integers(1, 9)))))
+           for i in range(41)]
+    path = write_jsonl(out, tmp_path_factory.mktemp("in") / "docs.jsonl")
+    return out, path
+
+
+def serial_bytes(critic, docs, tmp_path) -> bytes:
+    out = tmp_path / "serial.jsonl"
+    score_stream(critic, docs[0], out, source=docs[1], seed=7, chunk_batches=2)
+    return out.read_bytes()
+
+
+def test_chunks_of_whole_batches_give_one_call_s_numbers(critic, docs, tmp_path):
+    rows = [json.loads(line) for line in serial_bytes(critic, docs, tmp_path).decode().splitlines()]
+    whole = score_rows(critic.score(docs[0], seed=7))
+    assert critic.score(docs[0], seed=7).estimator == "monte carlo (64 samples)"
+    assert [r for r in rows if "skipped" not in r] == [r for r in whole if "skipped" not in r]
+    assert sorted(r["id"] for r in rows if "skipped" in r) == sorted(r["id"] for r in whole if "skipped" in r)
+    other_seed = score_rows(critic.score(docs[0], seed=8))
+    assert [r["latent_nll"] for r in rows if "skipped" not in r] != [r["latent_nll"] for r in other_seed
+                                                                      if "skipped" not in r]
+
+
+def test_a_stopped_run_resumes_to_the_same_bytes(critic, docs, tmp_path):
+    want = serial_bytes(critic, docs, tmp_path)
+    out = tmp_path / "stopped.jsonl"
+
+    def stopping(limit):
+        for k, doc in enumerate(docs[0]):
+            if k == limit:
+                raise KeyboardInterrupt
+            yield doc
+
+    with pytest.raises(KeyboardInterrupt):
+        score_stream(critic, stopping(25), out, source=docs[1], seed=7, chunk_batches=2)
+    state = json.loads(progress_path(out).read_text())
+    assert 0 < len(state["chunks"]) and not state["complete"] and out.stat().st_size == state["bytes"]
+    with open(out, "ab") as fh:  # what a kill between the append and the progress file leaves
+        fh.write(b'{"id": "d99", "latent_nll": 1.0')
+    score_stream(critic, docs[0], out, source=docs[1], seed=7, chunk_batches=2)
+    assert out.read_bytes() == want
+    again = score_stream(critic, iter(()), out, source=docs[1], seed=7, chunk_batches=2)  # finished: nothing to do
+    assert again["complete"] and out.read_bytes() == want
+
+
+def test_shards_merge_to_the_serial_run_s_bytes(critic, docs, tmp_path):
+    want = serial_bytes(critic, docs, tmp_path)
+    parts = [tmp_path / f"part{i}.jsonl" for i in (1, 2, 3)]
+    for i, part in enumerate(parts, start=1):
+        score_stream(critic, docs[0], part, source=docs[1], seed=7, chunk_batches=2, shard=(i, 3))
+    sizes = [len(json.loads(progress_path(p).read_text())["chunks"]) for p in parts]
+    assert sum(sizes) == json.loads(progress_path(parts[0]).read_text())["chunks_total"] and min(sizes) >= 1
+    assert merge_shards([parts[2], parts[0], parts[1]], tmp_path / "merged.jsonl") == {"chunks": sum(sizes), "parts": 3}
+    assert (tmp_path / "merged.jsonl").read_bytes() == want
+    with pytest.raises(ValueError, match="give each of 1/3 .. 3/3 once"):
+        merge_shards(parts[:2], tmp_path / "x.jsonl")
+
+
+def test_other_settings_are_refused_and_name_what_differs(critic, docs, tmp_path):
+    out = tmp_path / "a.jsonl"
+    score_stream(critic, docs[0], out, source=docs[1], seed=7, chunk_batches=2)
+    with pytest.raises(ValueError, match=r"a.jsonl: was started with other settings \(chunk_batches, seed differ\)"):
+        score_stream(critic, docs[0], out, source=docs[1], seed=8, chunk_batches=3)
+    (tmp_path / "plain.jsonl").write_text('{"id": "x"}\n')
+    with pytest.raises(ValueError, match="not a streamed output of critic score"):
+        score_stream(critic, docs[0], tmp_path / "plain.jsonl", source=docs[1])
+
+
+def test_the_command_streams_resumes_shards_and_merges(docs, tmp_path, capsys, fixture_manpage_root):
+    data = tmp_path / "data"
+    assert main(["data", "build", "manpages", "--root", str(fixture_manpage_root), "--no-install", "--out",
+                 str(data)]) == 0
+    assert main(["fit", "sections", "--train", str(data / "train.jsonl"), "--out", str(tmp_path / "m"),
+                 "--params", '{"delta": 0.1}']) == 0
+    args = ["score", str(tmp_path / "m"), "--input", str(data / "train.jsonl"), "--chunk-batches", "1"]
+    capsys.readouterr()
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert main(args + ["--out", str(tmp_path / "s.jsonl")]) == 0
+    assert (tmp_path / "s.jsonl").read_text() == printed
+    for i in (1, 2):
+        assert main(args + ["--shard", f"{i}/2", "--out", str(tmp_path / f"p{i}.jsonl")]) == 0
+    assert main(["merge", str(tmp_path / "p1.jsonl"), str(tmp_path / "p2.jsonl"), "--out", str(tmp_path / "all.jsonl")]) == 0
+    assert (tmp_path / "all.jsonl").read_text() == printed
+    capsys.readouterr()
+    assert main(args + ["--shard", "3/2"]) == 2 and "--shard '3/2': expected i/n" in capsys.readouterr().err
+    assert main(args + ["--shard", "1/2"]) == 2 and "--shard writes a part for critic merge" in capsys.readouterr().err
