@@ -145,14 +145,14 @@ def _check_settings(n_bootstrap: int, n_permutations: int, level: float, min_doc
 
 
 def _check_memory(n_bootstrap: int, n_permutations: int, n_reference: int, n_candidates: list[int]) -> None:
-    """Refuse resampling settings whose arrays would not fit in memory, before any document is scored.
+    """Refuse resampling settings whose results would not fit in memory, before any document is scored.
 
-    The largest arrays are a permutation test's ``(R, N)`` random keys, their argsort and the permuted
-    ``(R, N, 2)`` rows of (T, M), about 32 bytes per entry, and a bootstrap's ``(R, n)`` indices and values
-    with (T, M) rows, about 32 bytes per entry.
+    Resampling runs in blocks of bounded size (:data:`critic.stats.BLOCK_BYTES`); what grows with the settings
+    is one float per resample for each statistic kept at once (the CI of a difference keeps both sides' and
+    their difference: 24 bytes a resample), and the permutation keys of one block for the largest pooled set.
     """
     largest = max([n_reference + n for n in n_candidates] or [n_reference])
-    need = 32.0 * max(n_permutations * largest, n_bootstrap * largest)
+    need = 24.0 * max(n_bootstrap, n_permutations) + stats.BLOCK_BYTES + 32.0 * largest
     require_memory(need, f"{n_bootstrap} bootstrap resamples and {n_permutations} permutations of {largest} "
                          "documents", "--n-bootstrap / --n-permutations (n_bootstrap, n_permutations)")
 

@@ -1,7 +1,9 @@
 """Pure statistics over per-document values: no critic-specific code.
 
-All resampling is seeded (``numpy.random.default_rng(seed)``) and vectorised
-over resamples.
+All resampling is seeded (``numpy.random.default_rng(seed)``) and vectorised over resamples, in blocks of
+rows that keep the working arrays under :data:`BLOCK_BYTES` however many resamples and documents there
+are: a block draws the next rows of the same random stream, so the numbers do not depend on the block
+size (a test checks one block against many).  What stays is one statistic per resample.
 """
 
 from __future__ import annotations
@@ -29,8 +31,24 @@ def latent_ppl(nll: np.ndarray, steps: np.ndarray) -> float:
     return float(np.exp(nll.sum() / steps.sum()))
 
 
-def _resample_indices(n: int, n_resamples: int, seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, n, size=(n_resamples, n))
+BLOCK_BYTES = 64 * 2**20
+"""Working memory of one block of resamples (indices and the values they gather)."""
+
+
+def _blocks(n_resamples: int, row_bytes: int, block_bytes: int | None = None) -> list[int]:
+    """Row counts of consecutive blocks covering ``n_resamples`` rows of ``row_bytes`` each."""
+    per = max(1, (BLOCK_BYTES if block_bytes is None else block_bytes) // max(1, row_bytes))
+    return [min(per, n_resamples - start) for start in range(0, n_resamples, per)]
+
+
+def _resampled(values: np.ndarray, statistic: Callable[[np.ndarray], np.ndarray], n_resamples: int,
+               rng: np.random.Generator) -> np.ndarray:
+    """``statistic`` of ``n_resamples`` bootstrap resamples of ``values``' rows, ``(R,)``, block by block: the
+    rows ``rng.integers(0, n, size=(R, n))`` would give in one call."""
+    n = values.shape[0]
+    row_bytes = n * (8 + 8 * int(np.prod(values.shape[1:], dtype=np.int64)))
+    return np.concatenate([statistic(values[rng.integers(0, n, size=(rows, n))])
+                           for rows in _blocks(n_resamples, row_bytes)] or [np.zeros(0)])
 
 
 def _percentile_interval(samples: np.ndarray, level: float) -> tuple[float, float]:
@@ -55,8 +73,7 @@ def bootstrap_ci(
     values = np.asarray(values, dtype=np.float64)
     if values.size == 0:
         return float("nan"), float("nan")
-    idx = _resample_indices(values.size, n_resamples, seed)
-    return _percentile_interval(statistic(values[idx]), level)
+    return _percentile_interval(_resampled(values, statistic, n_resamples, np.random.default_rng(seed)), level)
 
 
 def bootstrap_latent_ppl_ci(
@@ -66,8 +83,8 @@ def bootstrap_latent_ppl_ci(
     nll, steps = np.asarray(nll, dtype=np.float64), np.asarray(steps, dtype=np.float64)
     if nll.size == 0:
         return float("nan"), float("nan")
-    idx = _resample_indices(nll.size, n_resamples, seed)
-    ppl = np.exp(nll[idx].sum(-1) / steps[idx].sum(-1))
+    rows = np.stack([nll, steps], axis=1)
+    ppl = _resampled(rows, lambda r: np.exp(log_ppl_statistic(r)), n_resamples, np.random.default_rng(seed))
     return _percentile_interval(ppl, level)
 
 
@@ -102,10 +119,12 @@ def permutation_test(
     observed = float(statistic(b[None])[0] - statistic(a[None])[0])
     pooled = np.concatenate([a, b])
     rng = np.random.default_rng(seed)
-    perms = np.argsort(rng.random((n_permutations, pooled.shape[0])), axis=1)
-    shuffled = pooled[perms]
-    diffs = statistic(shuffled[:, a.shape[0]:]) - statistic(shuffled[:, :a.shape[0]])
-    extreme = np.sum(np.abs(diffs) >= np.abs(observed) - 1e-12)
+    n = pooled.shape[0]
+    extreme = 0
+    for rows in _blocks(n_permutations, n * (24 + 8 * int(np.prod(pooled.shape[1:], dtype=np.int64)))):
+        shuffled = pooled[np.argsort(rng.random((rows, n)), axis=1)]
+        diffs = statistic(shuffled[:, a.shape[0]:]) - statistic(shuffled[:, :a.shape[0]])
+        extreme += int(np.sum(np.abs(diffs) >= np.abs(observed) - 1e-12))
     return observed, float((1 + extreme) / (1 + n_permutations))
 
 
@@ -124,9 +143,9 @@ def bootstrap_difference_ci(
     if a.shape[0] == 0 or b.shape[0] == 0:
         return float("nan"), float("nan")
     rng = np.random.default_rng(seed)
-    ia = rng.integers(0, a.shape[0], size=(n_resamples, a.shape[0]))
-    ib = rng.integers(0, b.shape[0], size=(n_resamples, b.shape[0]))
-    return _percentile_interval(statistic(b[ib]) - statistic(a[ia]), level)
+    on_a = _resampled(a, statistic, n_resamples, rng)  # all of a's resamples first, then b's: one stream
+    on_b = _resampled(b, statistic, n_resamples, rng)
+    return _percentile_interval(on_b - on_a, level)
 
 
 def empirical_p_values(reference: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -78,7 +78,7 @@ def test_report_from_free_text_generations(job, capsys):
     (["--candidate", "reference=x.jsonl"], "'reference' is the reference set's name"),
     ([], "give at least one --candidate NAME=FILE"),
     (["--candidate", "a=GENS", "--flag-level", "0"], "--flag-level: must lie in (0, 1]"),
-    (["--candidate", "a=GENS", "--n-bootstrap", "1000000000"], "GiB available: lower --n-bootstrap"),
+    (["--candidate", "a=GENS", "--n-bootstrap", "10000000000"], "GiB available: lower --n-bootstrap"),
     (["--candidate", "a=GENS", "--format", "parquet"], "not a readable Parquet file"),
     (["--candidate", "a=GENS", "--text-field", "generation"], "gens.jsonl:1: cannot tell the format: no 'sections'"),
     (["--candidate", "a=GENS", "--format", "text-jsonl", "--text-field", "generation"],

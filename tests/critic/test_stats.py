@@ -64,3 +64,27 @@ def test_empirical_p_values_brute_force():
     vals = np.array([-1.0, 0.0, 2.0, 5.0, 9.0])
     want = [(1 + np.sum(ref >= v)) / 31 for v in vals]
     np.testing.assert_allclose(stats.empirical_p_values(ref, vals), want, rtol=0, atol=1e-15)
+
+
+def test_resampling_in_blocks_gives_the_numbers_of_one_block(monkeypatch):
+    """Blocks draw the next rows of the same stream: a block of 1 row and one of everything agree exactly, for
+    every resampling statistic (the working memory is bounded by the block, not by R x n)."""
+    from critic import stats as st
+
+    rng = np.random.default_rng(11)
+    t, m = rng.gamma(2.0, 3.0, size=57), rng.integers(1, 9, size=57).astype(float)
+    u = rng.gamma(2.5, 3.0, size=31)
+
+    def all_of_them():
+        rows_a, rows_b = np.stack([t, m], 1), np.stack([u, np.ones(31)], 1)
+        return (st.bootstrap_ci(t, n_resamples=300, seed=4), st.bootstrap_latent_ppl_ci(t, m, n_resamples=300, seed=4),
+                st.permutation_test(t, u, n_permutations=301, seed=4),
+                st.permutation_test(rows_a, rows_b, statistic=st.log_ppl_statistic, n_permutations=301, seed=4),
+                st.bootstrap_difference_ci(t, u, n_resamples=300, seed=4))
+
+    whole = all_of_them()
+    monkeypatch.setattr(st, "BLOCK_BYTES", 1)  # one resample per block
+    assert st._blocks(300, 57 * 16) == [1] * 300
+    assert all_of_them() == whole
+    monkeypatch.setattr(st, "BLOCK_BYTES", 57 * 16 * 7)  # 7 rows a block, a ragged last one
+    assert st._blocks(300, 57 * 16)[-1] == 300 % 7 and all_of_them() == whole
