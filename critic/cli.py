@@ -35,7 +35,7 @@ from .critic import Critic, resolve_device
 from .criticism import criticize
 from .io import check_replaceable
 from .report import outliers_table, write_report
-from .streaming import CHUNK_BATCHES
+from .streaming import CHUNK_DOCUMENTS
 
 __all__ = ["main", "build_parser", "seed_everything", "EXIT_ERROR", "EXIT_INTERRUPTED"]
 
@@ -185,12 +185,12 @@ def cmd_score(args) -> int:
     docs = iter_documents(args.input, options_from_args(args), report=read)
     if args.out:
         state = score_stream(critic, docs, args.out, source=args.input, seed=args.seed,
-                             chunk_batches=args.chunk_batches, shard=shard, progress=True)
+                             batches_per_chunk=args.chunk_batches, shard=shard, progress=True)
         print(f"scored {len(state['chunks'])} of {state['chunks_total']} chunks ({state['read']} documents read) "
               f"into {args.out}" + (f" (shard {shard[0]}/{shard[1]}: critic merge puts the parts together)"
                                     if shard != (1, 1) else ""), file=sys.stderr)
     else:
-        for _, _, _, rows in scored_chunks(critic, docs, seed=args.seed, chunk_batches=args.chunk_batches):
+        for _, _, _, rows in scored_chunks(critic, docs, seed=args.seed, batches_per_chunk=args.chunk_batches):
             sys.stdout.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
             sys.stdout.flush()
     if read.skipped or read.generated_ids:
@@ -417,8 +417,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="JSONL file, written chunk by chunk; a rerun resumes (default: stdout)")
     p.add_argument("--shard", metavar="I/N", help="score only the I-th of N shards (cut on batch boundaries); "
                                                  "critic merge puts the parts together")
-    p.add_argument("--chunk-batches", type=_positive_int, default=CHUNK_BATCHES,
-                   help=f"batches per chunk, the unit written, resumed and sharded (default {CHUNK_BATCHES})")
+    p.add_argument("--chunk-batches", type=_positive_int,
+                   help=f"batches per chunk, the unit written, resumed and sharded (default: about "
+                        f"{CHUNK_DOCUMENTS} documents)")
     _common(p)
     _input_options(p)
     p.set_defaults(func=cmd_score)

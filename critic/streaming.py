@@ -2,8 +2,8 @@
 
 ``critic score`` on a million generations must neither hold them in memory nor lose finished work when
 it is stopped.  :func:`score_stream` reads documents lazily (:func:`critic.inputs.iter_documents`), cuts
-them into **chunks of whole batches** -- a chunk closes when ``chunk_batches * batch_size`` of its
-documents pass :meth:`Critic.check` -- and scores each with :meth:`Critic.score` starting at its global
+them into **chunks of whole batches** -- a chunk closes when ``batches_per_chunk * batch_size`` of its
+documents pass :meth:`Critic.check` (about :data:`CHUNK_DOCUMENTS` by default) -- and scores each with :meth:`Critic.score` starting at its global
 batch index, so every Monte Carlo seed is the one an uninterrupted single call would use.  Each
 chunk's rows are appended to the output JSONL and fsynced, then a small progress file beside it
 (``OUT.progress.json``, written atomically) records the chunk's byte range and where the input stands.
@@ -33,11 +33,17 @@ from .critic import Critic, Scores
 from .document import Document, DocumentError
 from .io import atomic_open, atomic_write_text
 
-__all__ = ["CHUNK_BATCHES", "score_rows", "scored_chunks", "score_stream", "merge_shards", "progress_path",
-           "parse_shard"]
+__all__ = ["CHUNK_DOCUMENTS", "chunk_batches", "score_rows", "scored_chunks", "score_stream", "merge_shards",
+           "progress_path", "parse_shard"]
 
-CHUNK_BATCHES = 16
-"""Batches of checked documents per chunk (the unit that is written, resumed and sharded)."""
+CHUNK_DOCUMENTS = 8192
+"""About how many checked documents a chunk holds (the unit that is written, resumed and sharded): whole
+batches, at least one; :func:`chunk_batches` turns it into a number of batches for a critic."""
+
+
+def chunk_batches(critic: Critic, batches: int | None = None) -> int:
+    """``batches`` when given, else the whole batches that make about :data:`CHUNK_DOCUMENTS` documents."""
+    return batches if batches is not None else max(1, CHUNK_DOCUMENTS // critic.batch_size)
 
 
 def progress_path(out: str | Path) -> Path:
@@ -85,7 +91,7 @@ def _chunks(critic: Critic, docs: Iterable[Document], kept_per_chunk: int
         yield read, chunk, kept
 
 
-def scored_chunks(critic: Critic, docs: Iterable[Document], *, seed: int = 0, chunk_batches: int = CHUNK_BATCHES,
+def scored_chunks(critic: Critic, docs: Iterable[Document], *, seed: int = 0, batches_per_chunk: int | None = None,
                   shard: tuple[int, int] = (1, 1), done: int = 0
                   ) -> Iterator[tuple[int, int, int, list[dict[str, Any]] | None]]:
     """``(chunk index, documents read so far, documents in the chunk, rows)`` for each chunk of ``docs``;
@@ -93,7 +99,8 @@ def scored_chunks(critic: Critic, docs: Iterable[Document], *, seed: int = 0, ch
     (already written).  The k-th batch of checked documents is seeded ``seed + k``, as in one
     :meth:`Critic.score` call."""
     batches = 0
-    for index, (read, chunk, kept) in enumerate(_chunks(critic, docs, chunk_batches * critic.batch_size)):
+    per_chunk = chunk_batches(critic, batches_per_chunk) * critic.batch_size
+    for index, (read, chunk, kept) in enumerate(_chunks(critic, docs, per_chunk)):
         rows = None
         if read > done and index % shard[1] == shard[0] - 1:
             rows = score_rows(critic.score(chunk, seed=seed, first_batch=batches))
@@ -101,10 +108,10 @@ def scored_chunks(critic: Critic, docs: Iterable[Document], *, seed: int = 0, ch
         batches += -(-kept // critic.batch_size)
 
 
-def _settings(critic: Critic, source: str | Path, seed: int, chunk_batches: int, shard: tuple[int, int]) -> dict:
+def _settings(critic: Critic, source: str | Path, seed: int, batches_per_chunk: int, shard: tuple[int, int]) -> dict:
     stat = os.stat(source)
     return {"critic": critic.state_sha256(), "input": str(source), "input_size": stat.st_size,
-            "input_mtime_ns": stat.st_mtime_ns, "seed": seed, "chunk_batches": chunk_batches,
+            "input_mtime_ns": stat.st_mtime_ns, "seed": seed, "chunk_batches": batches_per_chunk,
             "batch_size": critic.batch_size, "shard": list(shard)}
 
 
@@ -139,12 +146,13 @@ def _resume(out: Path, settings: dict) -> dict:
 
 
 def score_stream(critic: Critic, docs: Iterable[Document], out: str | Path, *, source: str | Path, seed: int = 0,
-                 chunk_batches: int = CHUNK_BATCHES, shard: tuple[int, int] = (1, 1), progress: bool = False) -> dict:
+                 batches_per_chunk: int | None = None, shard: tuple[int, int] = (1, 1), progress: bool = False) -> dict:
     """Score ``docs`` (read lazily from ``source``) into ``out`` chunk by chunk; resumes an earlier run with
     the same settings (see the module docstring).  Returns the finished progress record."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    settings = _settings(critic, source, seed, chunk_batches, shard)
+    batches_per_chunk = chunk_batches(critic, batches_per_chunk)
+    settings = _settings(critic, source, seed, batches_per_chunk, shard)
     state = _resume(out, settings)
     if state["complete"]:
         return state
@@ -155,7 +163,7 @@ def score_stream(critic: Critic, docs: Iterable[Document], out: str | Path, *, s
         bar = tqdm(desc=f"{critic.name}: scoring", unit="doc", initial=state["read"])
     total = 0
     with open(out, "ab") as fh:
-        for index, read, size, rows in scored_chunks(critic, docs, seed=seed, chunk_batches=chunk_batches,
+        for index, read, size, rows in scored_chunks(critic, docs, seed=seed, batches_per_chunk=batches_per_chunk,
                                                      shard=shard, done=state["read"]):
             total = index + 1
             if rows is not None:

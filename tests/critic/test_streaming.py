@@ -55,7 +55,7 @@ def docs(tmp_path_factory):
 
 def serial_bytes(critic, docs, tmp_path) -> bytes:
     out = tmp_path / "serial.jsonl"
-    score_stream(critic, docs[0], out, source=docs[1], seed=7, chunk_batches=2)
+    score_stream(critic, docs[0], out, source=docs[1], seed=7, batches_per_chunk=2)
     return out.read_bytes()
 
 
@@ -81,14 +81,14 @@ def test_a_stopped_run_resumes_to_the_same_bytes(critic, docs, tmp_path):
             yield doc
 
     with pytest.raises(KeyboardInterrupt):
-        score_stream(critic, stopping(25), out, source=docs[1], seed=7, chunk_batches=2)
+        score_stream(critic, stopping(25), out, source=docs[1], seed=7, batches_per_chunk=2)
     state = json.loads(progress_path(out).read_text())
     assert 0 < len(state["chunks"]) and not state["complete"] and out.stat().st_size == state["bytes"]
     with open(out, "ab") as fh:  # what a kill between the append and the progress file leaves
         fh.write(b'{"id": "d99", "latent_nll": 1.0')
-    score_stream(critic, docs[0], out, source=docs[1], seed=7, chunk_batches=2)
+    score_stream(critic, docs[0], out, source=docs[1], seed=7, batches_per_chunk=2)
     assert out.read_bytes() == want
-    again = score_stream(critic, iter(()), out, source=docs[1], seed=7, chunk_batches=2)  # finished: nothing to do
+    again = score_stream(critic, iter(()), out, source=docs[1], seed=7, batches_per_chunk=2)  # finished: nothing to do
     assert again["complete"] and out.read_bytes() == want
 
 
@@ -96,7 +96,7 @@ def test_shards_merge_to_the_serial_run_s_bytes(critic, docs, tmp_path):
     want = serial_bytes(critic, docs, tmp_path)
     parts = [tmp_path / f"part{i}.jsonl" for i in (1, 2, 3)]
     for i, part in enumerate(parts, start=1):
-        score_stream(critic, docs[0], part, source=docs[1], seed=7, chunk_batches=2, shard=(i, 3))
+        score_stream(critic, docs[0], part, source=docs[1], seed=7, batches_per_chunk=2, shard=(i, 3))
     sizes = [len(json.loads(progress_path(p).read_text())["chunks"]) for p in parts]
     assert sum(sizes) == json.loads(progress_path(parts[0]).read_text())["chunks_total"] and min(sizes) >= 1
     assert merge_shards([parts[2], parts[0], parts[1]], tmp_path / "merged.jsonl") == {"chunks": sum(sizes), "parts": 3}
@@ -107,9 +107,9 @@ def test_shards_merge_to_the_serial_run_s_bytes(critic, docs, tmp_path):
 
 def test_other_settings_are_refused_and_name_what_differs(critic, docs, tmp_path):
     out = tmp_path / "a.jsonl"
-    score_stream(critic, docs[0], out, source=docs[1], seed=7, chunk_batches=2)
+    score_stream(critic, docs[0], out, source=docs[1], seed=7, batches_per_chunk=2)
     with pytest.raises(ValueError, match=r"a.jsonl: was started with other settings \(chunk_batches, seed differ\)"):
-        score_stream(critic, docs[0], out, source=docs[1], seed=8, chunk_batches=3)
+        score_stream(critic, docs[0], out, source=docs[1], seed=8, batches_per_chunk=3)
     (tmp_path / "plain.jsonl").write_text('{"id": "x"}\n')
     with pytest.raises(ValueError, match="not a streamed output of critic score"):
         score_stream(critic, docs[0], tmp_path / "plain.jsonl", source=docs[1])
