@@ -19,6 +19,7 @@ for bugs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import re
@@ -181,21 +182,51 @@ def cmd_score(args) -> int:
     shard = parse_shard(args.shard) if args.shard else (1, 1)
     if shard != (1, 1) and not args.out:
         raise ValueError("--shard writes a part for critic merge: give --out FILE")
+    if (args.workers or args.scheduler) and not args.out:
+        raise ValueError("--workers / --scheduler write chunks as they finish: give --out FILE")
     read = ReadReport()
     docs = iter_documents(args.input, options_from_args(args), report=read)
     if args.out:
-        state = score_stream(critic, docs, args.out, source=args.input, seed=args.seed,
-                             batches_per_chunk=args.chunk_batches, shard=shard, progress=True)
+        with _dask_client(args) as client:
+            scorer = None
+            if client is not None:
+                from .distributed import dask_scorer
+
+                scorer = dask_scorer(client, args.critic_dir, critic, seed=args.seed)
+            state = score_stream(critic, docs, args.out, source=args.input, seed=args.seed,
+                                 batches_per_chunk=args.chunk_batches, shard=shard, progress=True, scorer=scorer)
         print(f"scored {len(state['chunks'])} of {state['chunks_total']} chunks ({state['read']} documents read) "
               f"into {args.out}" + (f" (shard {shard[0]}/{shard[1]}: critic merge puts the parts together)"
                                     if shard != (1, 1) else ""), file=sys.stderr)
     else:
-        for _, _, _, rows in scored_chunks(critic, docs, seed=args.seed, batches_per_chunk=args.chunk_batches):
-            sys.stdout.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+        for _, data in scored_chunks(critic, docs, seed=args.seed, batches_per_chunk=args.chunk_batches):
+            sys.stdout.write(data.decode("utf-8"))
             sys.stdout.flush()
     if read.skipped or read.generated_ids:
         print(f"critic: {read.summary()}", file=sys.stderr)
     return 0
+
+
+@contextlib.contextmanager
+def _dask_client(args):
+    """A Dask client for ``--workers N`` (an embedded LocalCluster) or ``--scheduler ADDRESS``, else ``None``."""
+    if not (args.workers or args.scheduler):
+        yield None
+        return
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ValueError("--workers / --scheduler need Dask distributed: pip install 'critic[dask]'") from None
+    if args.workers and args.scheduler:
+        raise ValueError("give --workers N (an embedded cluster) or --scheduler ADDRESS (an existing one), not both")
+    if args.scheduler:
+        with Client(args.scheduler, timeout="30s") as client:
+            yield client
+        return
+    from .distributed import local_cluster
+
+    with local_cluster(args.workers) as cluster, Client(cluster) as client:
+        yield client
 
 
 def cmd_merge(args) -> int:
@@ -417,6 +448,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="JSONL file, written chunk by chunk; a rerun resumes (default: stdout)")
     p.add_argument("--shard", metavar="I/N", help="score only the I-th of N shards (cut on batch boundaries); "
                                                  "critic merge puts the parts together")
+    p.add_argument("--workers", type=_positive_int, help="score on an embedded Dask cluster of N worker processes")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="score on an existing Dask cluster (tcp://HOST:PORT)")
     p.add_argument("--chunk-batches", type=_positive_int,
                    help=f"batches per chunk, the unit written, resumed and sharded (default: about "
                         f"{CHUNK_DOCUMENTS} documents)")

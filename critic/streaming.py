@@ -26,15 +26,16 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .critic import Critic, Scores
 from .document import Document, DocumentError
 from .io import atomic_open, atomic_write_text
 
-__all__ = ["CHUNK_DOCUMENTS", "chunk_batches", "score_rows", "scored_chunks", "score_stream", "merge_shards",
-           "progress_path", "parse_shard"]
+__all__ = ["CHUNK_DOCUMENTS", "Chunk", "Scorer", "chunk_batches", "plan_chunks", "score_chunk", "score_rows",
+           "scored_chunks", "score_stream", "merge_shards", "progress_path", "parse_shard"]
 
 CHUNK_DOCUMENTS = 8192
 """About how many checked documents a chunk holds (the unit that is written, resumed and sharded): whole
@@ -91,21 +92,53 @@ def _chunks(critic: Critic, docs: Iterable[Document], kept_per_chunk: int
         yield read, chunk, kept
 
 
-def scored_chunks(critic: Critic, docs: Iterable[Document], *, seed: int = 0, batches_per_chunk: int | None = None,
-                  shard: tuple[int, int] = (1, 1), done: int = 0
-                  ) -> Iterator[tuple[int, int, int, list[dict[str, Any]] | None]]:
-    """``(chunk index, documents read so far, documents in the chunk, rows)`` for each chunk of ``docs``;
-    ``rows`` is ``None`` for a chunk of another shard or one that ends within the first ``done`` documents
-    (already written).  The k-th batch of checked documents is seeded ``seed + k``, as in one
-    :meth:`Critic.score` call."""
+@dataclass
+class Chunk:
+    """One chunk of the input: its index, the documents read up to its end, its documents, the global index of
+    its first batch of checked documents (its Monte Carlo seed offset) and whether this run scores it
+    (``todo``: of this shard and not written yet)."""
+
+    index: int
+    read: int
+    docs: list[Document]
+    first_batch: int
+    todo: bool
+
+
+def plan_chunks(critic: Critic, docs: Iterable[Document], *, batches_per_chunk: int | None = None,
+                shard: tuple[int, int] = (1, 1), done: int = 0) -> Iterator[Chunk]:
+    """The chunks of ``docs`` (see the module docstring); a chunk is ``todo`` when it is of this ``shard`` and
+    ends after the first ``done`` documents (those are written already)."""
     batches = 0
     per_chunk = chunk_batches(critic, batches_per_chunk) * critic.batch_size
     for index, (read, chunk, kept) in enumerate(_chunks(critic, docs, per_chunk)):
-        rows = None
-        if read > done and index % shard[1] == shard[0] - 1:
-            rows = score_rows(critic.score(chunk, seed=seed, first_batch=batches))
-        yield index, read, len(chunk), rows
+        yield Chunk(index, read, chunk, batches, read > done and index % shard[1] == shard[0] - 1)
         batches += -(-kept // critic.batch_size)
+
+
+def score_chunk(critic: Critic, docs: Sequence[Document], *, seed: int, first_batch: int) -> bytes:
+    """A chunk's output: its rows as UTF-8 JSON lines."""
+    rows = score_rows(critic.score(docs, seed=seed, first_batch=first_batch))
+    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode("utf-8")
+
+
+Scorer = Callable[[Iterable[Chunk]], Iterator[tuple[Chunk, "bytes | None"]]]
+"""Scores planned chunks elsewhere (:func:`critic.distributed.dask_scorer`), yielding them in order with
+their output (``None`` for a chunk that is not ``todo``)."""
+
+
+def scored_chunks(critic: Critic, docs: Iterable[Document], *, seed: int = 0, batches_per_chunk: int | None = None,
+                  shard: tuple[int, int] = (1, 1), done: int = 0, scorer: Scorer | None = None
+                  ) -> Iterator[tuple[Chunk, bytes | None]]:
+    """Each chunk of ``docs`` in order with its output (``None`` when not ``todo``), scored here or by
+    ``scorer``.  The k-th batch of checked documents is seeded ``seed + k``, as in one :meth:`Critic.score`."""
+    plans = plan_chunks(critic, docs, batches_per_chunk=batches_per_chunk, shard=shard, done=done)
+    if scorer is not None:
+        yield from scorer(plans)
+        return
+    for chunk in plans:
+        yield chunk, (score_chunk(critic, chunk.docs, seed=seed, first_batch=chunk.first_batch) if chunk.todo
+                      else None)
 
 
 def _settings(critic: Critic, source: str | Path, seed: int, batches_per_chunk: int, shard: tuple[int, int]) -> dict:
@@ -146,9 +179,11 @@ def _resume(out: Path, settings: dict) -> dict:
 
 
 def score_stream(critic: Critic, docs: Iterable[Document], out: str | Path, *, source: str | Path, seed: int = 0,
-                 batches_per_chunk: int | None = None, shard: tuple[int, int] = (1, 1), progress: bool = False) -> dict:
-    """Score ``docs`` (read lazily from ``source``) into ``out`` chunk by chunk; resumes an earlier run with
-    the same settings (see the module docstring).  Returns the finished progress record."""
+                 batches_per_chunk: int | None = None, shard: tuple[int, int] = (1, 1), progress: bool = False,
+                 scorer: Scorer | None = None) -> dict:
+    """Score ``docs`` (read lazily from ``source``) into ``out`` chunk by chunk, here or with ``scorer`` (the
+    same bytes either way); resumes an earlier run with the same settings (see the module docstring).
+    Returns the finished progress record."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     batches_per_chunk = chunk_batches(critic, batches_per_chunk)
@@ -163,11 +198,11 @@ def score_stream(critic: Critic, docs: Iterable[Document], out: str | Path, *, s
         bar = tqdm(desc=f"{critic.name}: scoring", unit="doc", initial=state["read"])
     total = 0
     with open(out, "ab") as fh:
-        for index, read, size, rows in scored_chunks(critic, docs, seed=seed, batches_per_chunk=batches_per_chunk,
-                                                     shard=shard, done=state["read"]):
+        for chunk, data in scored_chunks(critic, docs, seed=seed, batches_per_chunk=batches_per_chunk,
+                                         shard=shard, done=state["read"], scorer=scorer):
+            index, read, size = chunk.index, chunk.read, len(chunk.docs)
             total = index + 1
-            if rows is not None:
-                data = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode("utf-8")
+            if data is not None:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -176,7 +211,7 @@ def score_stream(critic: Critic, docs: Iterable[Document], out: str | Path, *, s
                 state["bytes"] += len(data)
             if read > state["read"]:
                 state["read"] = read
-                if rows is not None:
+                if data is not None:
                     atomic_write_text(progress_path(out), json.dumps(state) + "\n")
                 if bar is not None:
                     bar.update(size)

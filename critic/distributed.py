@@ -1,0 +1,83 @@
+"""Streamed scoring on Dask distributed: the chunks of :mod:`critic.streaming` scored by a cluster's workers.
+
+``critic score --workers N`` starts an embedded ``LocalCluster`` (N worker processes of one thread each, on
+loopback); ``--scheduler tcp://HOST:PORT`` uses an existing cluster.  The client reads and
+cuts the input exactly as a serial run does and keeps at most ``window`` chunks in flight; each worker loads
+the fitted critic from its saved folder once (checked against the client's state hash: a worker that sees
+another critic refuses), scores whole chunks from their global batch index and returns their JSONL bytes,
+which the client writes in chunk order.  So the output, the progress file, resuming and sharding are those
+of :func:`critic.streaming.score_stream`, byte for byte.  A task whose worker dies is retried
+(``retries``) on another worker: a chunk is written once, when its result arrives.
+
+The critic's folder must be readable by every worker (one machine, or a shared file system).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from .critic import Critic, CriticLoadError
+from .document import Document
+from .streaming import Chunk, Scorer, score_chunk
+
+__all__ = ["dask_scorer", "local_cluster", "RETRIES"]
+
+RETRIES = 3
+"""Times a chunk is retried when its worker dies."""
+
+_LOADED: dict[tuple[str, str], Critic] = {}
+
+
+def _score_on_worker(critic_dir: str, state_sha256: str, docs: bytes, seed: int, first_batch: int) -> bytes:
+    """A worker's task: the output bytes of a chunk (its documents as JSON lines), with the critic loaded from
+    its folder once per process."""
+    key = (critic_dir, state_sha256)
+    critic = _LOADED.get(key)
+    if critic is None:
+        critic = Critic.load(critic_dir)
+        if critic.state_sha256() != state_sha256:
+            raise CriticLoadError(f"{critic_dir}: the critic a worker loads (state {critic.state_sha256()[:12]}...) "
+                                  f"is not the client's ({state_sha256[:12]}...): was it saved again meanwhile?")
+        _LOADED.clear()
+        _LOADED[key] = critic
+    chunk = [Document.from_dict(json.loads(line)) for line in docs.decode("utf-8").splitlines()]
+    return score_chunk(critic, chunk, seed=seed, first_batch=first_batch)
+
+
+def dask_scorer(client, critic_dir: str | Path, critic: Critic, *, seed: int, window: int | None = None,
+                retries: int = RETRIES) -> Scorer:
+    """A :data:`~critic.streaming.Scorer` that scores chunks on ``client``'s workers, yielding them in order;
+    ``window`` chunks in flight at most (default: twice the workers)."""
+    sha = critic.state_sha256()
+    window = window or 2 * max(1, len(client.scheduler_info().get("workers", {})))
+
+    def run(plans: Iterable[Chunk]) -> Iterator[tuple[Chunk, bytes | None]]:
+        pending: deque = deque()
+        for chunk in plans:
+            future = None
+            if chunk.todo:  # the documents go to a worker as data, not inside the task graph
+                lines = "".join(json.dumps(d.to_dict(), ensure_ascii=False) + "\n" for d in chunk.docs)
+                data = client.scatter(lines.encode("utf-8"), hash=False)
+                future = client.submit(_score_on_worker, str(critic_dir), sha, data, seed, chunk.first_batch,
+                                       pure=False, retries=retries)
+            pending.append((chunk, future))
+            while len(pending) > window:
+                done, future = pending.popleft()
+                yield done, None if future is None else future.result()
+        while pending:
+            done, future = pending.popleft()
+            yield done, None if future is None else future.result()
+
+    return run
+
+
+def local_cluster(workers: int):
+    """An embedded Dask cluster on loopback: ``workers`` processes of one thread each (its web server on a free
+    loopback port)."""
+    from distributed import LocalCluster
+
+    return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                        dashboard_address="127.0.0.1:0")

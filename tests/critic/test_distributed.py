@@ -1,0 +1,102 @@
+"""Streamed scoring on a real Dask cluster (a 2-process LocalCluster on loopback): the serial run's bytes, for
+shards and resumed runs too, and a worker that loads another critic than the client's refuses."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from critic import Critic
+from critic.cli import main
+from critic.document import Document, write_jsonl
+from critic.streaming import Chunk, merge_shards, progress_path, score_stream
+
+distributed = pytest.importorskip("distributed")  # critic[dask]: installed by .ci/install.sh
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from critic.distributed import local_cluster
+
+    with local_cluster(2) as cluster, distributed.Client(cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory, fixture_manpage_root):
+    """A saved section critic, 3.5 chunks' worth of documents (a chunk is one 8192-document batch; every 97th
+    document has no section and is skipped) and the serial run's output."""
+    from critic.corpora.manpages import build_manpages
+    from critic.document import read_jsonl
+    from critics.sections import SectionTransitionCritic
+
+    tmp = tmp_path_factory.mktemp("dask")
+    build_manpages(tmp / "data", root=fixture_manpage_root, install=False)
+    pages = read_jsonl(tmp / "data" / "train.jsonl")
+    SectionTransitionCritic(delta=0.1).fit(pages).save(tmp / "critic")
+    critic = Critic.load(tmp / "critic")
+    docs = [Document(f"{pages[i % len(pages)].id}#{i}", pages[i % len(pages)].sections if i % 97 else ())
+            for i in range(int(3.5 * critic.batch_size))]
+    path = write_jsonl(docs, tmp / "docs.jsonl")
+    score_stream(critic, docs, tmp / "serial.jsonl", source=path)
+    return tmp, critic, docs, path, (tmp / "serial.jsonl").read_bytes()
+
+
+def test_a_cluster_writes_the_serial_run_s_bytes_shards_too(cluster, job):
+    from critic.distributed import dask_scorer
+
+    tmp, critic, docs, path, serial = job
+    scorer = dask_scorer(cluster, tmp / "critic", critic, seed=0, window=2)
+    state = score_stream(critic, docs, tmp / "dask.jsonl", source=path, scorer=scorer)
+    assert state["chunks_total"] == 4 and len(state["chunks"]) == 4
+    assert (tmp / "dask.jsonl").read_bytes() == serial
+    pids = set(cluster.run(os.getpid).values())
+    assert len(pids) == 2 and os.getpid() not in pids  # two worker processes of their own
+    for i in (1, 2):
+        score_stream(critic, docs, tmp / f"p{i}.jsonl", source=path, shard=(i, 2), scorer=scorer)
+    merge_shards([tmp / "p1.jsonl", tmp / "p2.jsonl"], tmp / "merged.jsonl")
+    assert (tmp / "merged.jsonl").read_bytes() == serial
+
+
+def test_a_run_stopped_on_the_cluster_resumes_to_the_same_bytes(cluster, job):
+    from critic.distributed import dask_scorer
+
+    tmp, critic, docs, path, serial = job
+    out = tmp / "resumed.jsonl"
+
+    def stopping():
+        for k, doc in enumerate(docs):
+            if k == 2 * critic.batch_size + 300:
+                raise KeyboardInterrupt
+            yield doc
+
+    scorer = dask_scorer(cluster, tmp / "critic", critic, seed=0, window=1)
+    with pytest.raises(KeyboardInterrupt):
+        score_stream(critic, stopping(), out, source=path, scorer=scorer)
+    assert 1 <= len(json.loads(progress_path(out).read_text())["chunks"]) < 4
+    score_stream(critic, docs, out, source=path, scorer=scorer)
+    assert out.read_bytes() == serial
+
+
+def test_a_worker_that_loads_another_critic_refuses(cluster, job):
+    from critic.distributed import dask_scorer
+    from critics.sections import SectionTransitionCritic
+
+    tmp, critic, docs, path, _ = job
+    other = SectionTransitionCritic(delta=0.5).fit([d for d in docs[:200] if d.sections])
+    assert other.state_sha256() != critic.state_sha256()
+    scorer = dask_scorer(cluster, tmp / "critic", other, seed=0)
+    with pytest.raises(Exception, match=r"the critic a worker loads .* is not the client's"):
+        list(scorer([Chunk(0, 3, docs[:3], 0, True)]))
+
+
+def test_the_command_runs_on_an_embedded_cluster(job, tmp_path, capsys):
+    tmp, _, _, path, serial = job
+    assert main(["score", str(tmp / "critic"), "--input", str(path), "--workers", "2",
+                 "--out", str(tmp_path / "w.jsonl")]) == 0
+    assert (tmp_path / "w.jsonl").read_bytes() == serial
+    capsys.readouterr()
+    assert main(["score", str(tmp / "critic"), "--input", str(path), "--workers", "2"]) == 2
+    assert "--workers / --scheduler write chunks as they finish: give --out FILE" in capsys.readouterr().err
