@@ -2,7 +2,8 @@
 
 ``critic list``, ``critic fit``, ``critic score`` (streamed, resumable, ``--shard``) and ``critic merge``,
 ``critic compare``,
-``critic report`` (several critics, one HTML report), ``critic outliers``, ``critic run CONFIG.toml``, ``critic data build CORPUS``,
+``critic report`` (several critics, one HTML report), ``critic outliers``, ``critic run CONFIG.toml``,
+``critic data build CORPUS``,
 ``critic data convert FORMAT``, plus commands that plugins add
 (``add_commands(subparsers)`` in a module of the ``critic.plugins`` entry-point
 group).
@@ -264,7 +265,8 @@ def cmd_compare(args) -> int:
 
 def cmd_outliers(args) -> int:
     critic = Critic.load(args.critic_dir, device=args.device)
-    result = criticize(critic, _read(args, args.reference, "reference", detect=True)[0], {"input": _read(args, args.input)[0]},
+    reference = _read(args, args.reference, "reference", detect=True)[0]
+    result = criticize(critic, reference, {"input": _read(args, args.input)[0]},
                        paths={"reference": args.reference, "input": args.input},
                        n_bootstrap=args.n_bootstrap, seed=args.seed)
     print(outliers_table(result, top=args.top, name="input"))

@@ -6,8 +6,9 @@ cuts the input exactly as a serial run does and keeps at most ``window`` chunks 
 the fitted critic from its saved folder once (checked against the client's state hash: a worker that sees
 another critic refuses), scores whole chunks from their global batch index and returns their JSONL bytes,
 which the client writes in chunk order.  So the output, the progress file, resuming and sharding are those
-of :func:`critic.streaming.score_stream`, byte for byte.  A task whose worker dies is retried
-(``retries``) on another worker: a chunk is written once, when its result arrives.
+of :func:`critic.streaming.score_stream`, byte for byte.  A chunk whose worker dies is sent again (its
+documents too: scattered data dies with its worker), ``retries`` times at most: a chunk is written once,
+when its result arrives.
 
 The critic's folder must be readable by every worker (one machine, or a shared file system).
 """
@@ -50,26 +51,45 @@ def _score_on_worker(critic_dir: str, state_sha256: str, docs: bytes, seed: int,
 def dask_scorer(client, critic_dir: str | Path, critic: Critic, *, seed: int, window: int | None = None,
                 retries: int = RETRIES) -> Scorer:
     """A :data:`~critic.streaming.Scorer` that scores chunks on ``client``'s workers, yielding them in order;
-    ``window`` chunks in flight at most (default: twice the workers)."""
+    ``window`` chunks in flight at most (default: twice the workers).  A chunk whose worker dies (its task
+    killed, or its scattered documents lost with it) is sent again, up to ``retries`` times."""
+    from concurrent.futures import CancelledError
+
+    from distributed.scheduler import KilledWorker
+
     sha = critic.state_sha256()
     window = window or 2 * max(1, len(client.scheduler_info().get("workers", {})))
+
+    def submit(chunk: Chunk, lines: bytes):
+        data = client.scatter(lines, hash=False)  # the documents go to a worker as data, not in the task graph
+        return client.submit(_score_on_worker, str(critic_dir), sha, data, seed, chunk.first_batch, pure=False)
+
+    def result(chunk: Chunk, lines: bytes | None, future) -> bytes | None:
+        for attempt in range(retries + 1):
+            if future is None:
+                return None
+            try:
+                return future.result()
+            except (CancelledError, KilledWorker):
+                if attempt == retries:
+                    raise
+                future = submit(chunk, lines)
+        return None
 
     def run(plans: Iterable[Chunk]) -> Iterator[tuple[Chunk, bytes | None]]:
         pending: deque = deque()
         for chunk in plans:
-            future = None
-            if chunk.todo:  # the documents go to a worker as data, not inside the task graph
-                lines = "".join(json.dumps(d.to_dict(), ensure_ascii=False) + "\n" for d in chunk.docs)
-                data = client.scatter(lines.encode("utf-8"), hash=False)
-                future = client.submit(_score_on_worker, str(critic_dir), sha, data, seed, chunk.first_batch,
-                                       pure=False, retries=retries)
-            pending.append((chunk, future))
+            lines = future = None
+            if chunk.todo:
+                lines = "".join(json.dumps(d.to_dict(), ensure_ascii=False) + "\n" for d in chunk.docs).encode("utf-8")
+                future = submit(chunk, lines)
+            pending.append((chunk, lines, future))
             while len(pending) > window:
-                done, future = pending.popleft()
-                yield done, None if future is None else future.result()
+                done = pending.popleft()
+                yield done[0], result(*done)
         while pending:
-            done, future = pending.popleft()
-            yield done, None if future is None else future.result()
+            done = pending.popleft()
+            yield done[0], result(*done)
 
     return run
 

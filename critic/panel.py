@@ -145,9 +145,9 @@ def add_set_statistics(panel: PanelResult, reference: Sequence[Document], candid
         for name, (values, reasons) in critic.set_statistics(panel.results[label], documents).items():
             panel.results[label].add_statistic(name, values, reasons=reasons)
     if word_ppl:
+        missing = {n: "not given (--word-ppl NAME=VALUE)" for n in candidates if n not in word_ppl}
         panel.add_statistic("word_ppl", {"reference": None, **{n: word_ppl.get(n) for n in candidates}},
-                            reasons={"reference": "real text: no model to score",
-                                     **{n: "not given (--word-ppl NAME=VALUE)" for n in candidates if n not in word_ppl}})
+                            reasons={"reference": "real text: no model to score", **missing})
     if mauve:
         from .registry import get_metric
 

@@ -148,7 +148,8 @@ def main(config: dict[str, Any], *, out: Path, seed: int = 0, device: str = "cpu
     if "reference" not in sets or not sets.get("candidates"):
         raise ConfigError("report config: [sets] needs reference = FILE and candidates = {NAME = FILE, ...}")
     for name, value in settings["word_ppl"].items():
-        if name not in sets["candidates"] or isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if name not in sets["candidates"] or not number or value <= 0:
             raise ConfigError(f"report config: [report] word_ppl: {name} = {value!r}: needs a candidate set's name "
                               "and a positive number")
     options = InputOptions(**{k: v for k, v in config["inputs"].items()})

@@ -3,10 +3,11 @@
 ``critic score`` on a million generations must neither hold them in memory nor lose finished work when
 it is stopped.  :func:`score_stream` reads documents lazily (:func:`critic.inputs.iter_documents`), cuts
 them into **chunks of whole batches** -- a chunk closes when ``batches_per_chunk * batch_size`` of its
-documents pass :meth:`Critic.check` (about :data:`CHUNK_DOCUMENTS` by default) -- and scores each with :meth:`Critic.score` starting at its global
-batch index, so every Monte Carlo seed is the one an uninterrupted single call would use.  Each
-chunk's rows are appended to the output JSONL and fsynced, then a small progress file beside it
-(``OUT.progress.json``, written atomically) records the chunk's byte range and where the input stands.
+documents pass :meth:`Critic.check` (about :data:`CHUNK_DOCUMENTS` by default) -- and scores each with
+:meth:`Critic.score` starting at its global batch index, so every Monte Carlo seed is the one an
+uninterrupted single call would use.  Each chunk's rows are appended to the output JSONL and fsynced,
+then a small progress file beside it (``OUT.progress.json``, written atomically) records the chunk's byte
+range and where the input stands.
 
 - **Resume**: a rerun with the same settings truncates the output to the last recorded chunk (a chunk
   half-appended when the process died is dropped), skips the input already consumed and goes on; the

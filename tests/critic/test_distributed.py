@@ -100,3 +100,39 @@ def test_the_command_runs_on_an_embedded_cluster(job, tmp_path, capsys):
     capsys.readouterr()
     assert main(["score", str(tmp / "critic"), "--input", str(path), "--workers", "2"]) == 2
     assert "--workers / --scheduler write chunks as they finish: give --out FILE" in capsys.readouterr().err
+
+
+def test_a_worker_killed_mid_chunk_is_retried_and_nothing_is_lost_or_doubled(cluster, job):
+    """SIGKILL the worker process that is scoring a chunk: the nanny restarts it, the task is retried, and the
+    output is still the serial run's bytes (every document once)."""
+    import signal
+    import threading
+    import time
+
+    from critic.distributed import dask_scorer
+
+    tmp, critic, docs, path, serial = job
+    out, errors = tmp / "killed.jsonl", []
+
+    def run():
+        try:
+            score_stream(critic, docs, out, source=path, scorer=dask_scorer(cluster, tmp / "critic", critic, seed=0,
+                                                                           window=1))
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    killed, deadline = None, time.monotonic() + 60
+    while killed is None and thread.is_alive() and time.monotonic() < deadline:
+        busy = [addr for addr, tasks in cluster.processing().items() if tasks]
+        if busy:
+            pid = cluster.run(os.getpid, workers=busy[:1])[busy[0]]
+            os.kill(pid, signal.SIGKILL)
+            killed = pid
+        time.sleep(0.01)
+    thread.join(timeout=300)
+    assert killed is not None and not thread.is_alive() and not errors
+    assert out.read_bytes() == serial
+    cluster.wait_for_workers(2, timeout=60)
+    assert killed not in set(cluster.run(os.getpid).values())  # a new process took its place
