@@ -115,6 +115,9 @@ def _named_file(text: str) -> tuple[str, Path]:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda[:N]; never a silent fallback")
+    p.add_argument("--threads", type=_positive_int,
+                   help="torch threads of this process (default: torch's, one per core; Dask workers use 1; a "
+                        "study's own threads setting applies to its stages); recorded in results.json")
 
 
 def _input_options(p: argparse.ArgumentParser) -> None:
@@ -562,6 +565,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             resolve_device(args.device)
         if hasattr(args, "seed"):
             seed_everything(args.seed)
+        if getattr(args, "threads", None):
+            torch.set_num_threads(args.threads)
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         if debug:

@@ -44,14 +44,17 @@ def _git_hash() -> str | None:
 
 
 def environment() -> dict[str, Any]:
-    """Python version, versions of the relevant installed packages and the git hash."""
+    """Python version, versions of the relevant installed packages, the git hash and torch's threads."""
     versions = {}
     for name in _PACKAGES:
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
-    return {"python": platform.python_version(), "packages": versions, "git": _git_hash()}
+    import torch
+
+    return {"python": platform.python_version(), "packages": versions, "git": _git_hash(),
+            "torch_threads": torch.get_num_threads()}
 
 
 def write_results_json(result: CriticismResult, path: str | Path, *, extra: dict | None = None) -> Path:

@@ -222,3 +222,25 @@ def test_a_fit_that_skips_most_of_its_input_warns_in_fit_and_in_every_result(cor
                  f"same={corpus / 'test.jsonl'}", "--n-bootstrap", "20", "--out", str(tmp_path / "r")]) == 0
     saved = json.loads((tmp_path / "r" / "results.json").read_text())
     assert saved["critic"]["warnings"] == [want] and f"⚠ critic: {want}" in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_threads_are_set_and_recorded_and_do_not_change_the_numbers(corpus, tmp_path):
+    import torch
+
+    model = tmp_path / "m"
+    assert main(["fit", "sections", "--train", str(corpus / "train.jsonl"), "--out", str(model),
+                 "--params", '{"delta": 0.1}', "--threads", "1"]) == 0
+    before = torch.get_num_threads()
+    saved = {}
+    try:
+        for threads in (1, 2):
+            out = tmp_path / f"r{threads}"
+            assert main(["compare", str(model), "--reference", str(corpus / "test.jsonl"), "--candidate",
+                         f"same={corpus / 'valid.jsonl'}", "--n-bootstrap", "50", "--threads", str(threads),
+                         "--out", str(out)]) == 0
+            saved[threads] = json.loads((out / "results.json").read_text())
+            assert saved[threads]["environment"]["torch_threads"] == threads == torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+    strip = lambda r: {k: v for k, v in r.items() if k != "environment"}  # noqa: E731
+    assert strip(saved[1]) == strip(saved[2])
