@@ -21,7 +21,7 @@ from .document import Document
 from .panel import Flag, PanelResult
 from .results import HEADLINES, TWO_SIDED_NOTE, CriticismResult
 
-__all__ = ["render_index", "render_document", "report_warnings", "summary_html", "DocumentView"]
+__all__ = ["render_index", "render_document", "report_warnings", "summary_html", "number", "DocumentView"]
 
 DocumentView = Callable[[Document, Any], "str | None"]
 """A critic's drill-down view (:meth:`critic.critic.Critic.document_view`): ``view(document,
@@ -79,7 +79,8 @@ def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _num(value: float | None, fmt: str = ".3f") -> str:
+def number(value: float | None, fmt: str = ".3f") -> str:
+    """``value`` formatted, ``—`` for ``None`` or a non-finite number (the report's and the critics' views')."""
     return "—" if value is None or not math.isfinite(value) else format(value, fmt)
 
 
@@ -131,10 +132,10 @@ def _summary_rows(label: str, result: CriticismResult) -> list[str]:
         rows.append(
             f"<tr data-critic=\"{_e(label)}\" data-set=\"{_e(s.name)}\"><td class=\"l\">{_e(label)}</td>"
             f"<td class=\"l\">{_e(s.name)}</td><td>{s.n}</td><td class=\"l\">{HEADLINES[headline]}</td>"
-            f"<td>{_num(value)}</td><td>{_ci(ci)}</td>"
-            f"<td>{'—' if c is None else _num(c.difference, '+.3f')}</td>"
+            f"<td>{number(value)}</td><td>{_ci(ci)}</td>"
+            f"<td>{'—' if c is None else number(c.difference, '+.3f')}</td>"
             f"<td>{'—' if c is None else _ci(c.difference_ci, '+.3f')}</td>"
-            f"<td>{'—' if c is None else _num(c.p_value, '.4f')}</td>"
+            f"<td>{'—' if c is None else number(c.p_value, '.4f')}</td>"
             f"<td title=\"{_e(skipped_title)}\">{s.n_skipped}</td><td>{s.n_unknown}</td>"
             f"<td class=\"l\">{_statistics(result, s)}</td></tr>")
     return rows
@@ -149,7 +150,7 @@ def _statistics(result: CriticismResult, s) -> str:
     for name, value in s.statistics.items():
         label = STATISTICS.get(name, (None, name))[1]
         why = result.null_reasons.get(f"{key}.{name}", "")
-        cells.append(f"{_e(label)} {_num(value)}" if value is not None
+        cells.append(f"{_e(label)} {number(value)}" if value is not None
                      else f"<span title=\"{_e(why)}\">{_e(label)} —</span>")
     return "; ".join(cells)
 
@@ -174,14 +175,14 @@ def _outlier_table(panel: PanelResult, flags: list[Flag]) -> str:
     for k, f in enumerate(flags):
         search = " ".join([f.set, f.id, *f.by]).lower()
         cells = "".join(
-            f"<td data-v=\"{f.by[lb].outlier_p_value:.6g}\">{_num(f.by[lb].outlier_p_value, '.4f')}</td>"
+            f"<td data-v=\"{f.by[lb].outlier_p_value:.6g}\">{number(f.by[lb].outlier_p_value, '.4f')}</td>"
             if lb in f.by else "<td data-v=\"2\">—</td>" for lb in labels)
         badges = "".join(f"<span class=\"flag\">{_e(lb)}</span>" for lb in f.by)
         rows.append(f"<tr data-search=\"{_e(search)}\" data-critics=\"{len(f.by)}\">"
                     f"<td class=\"l\" data-v=\"{_e(f.set)}\">{_e(f.set)}</td>"
                     f"<td class=\"l\" data-v=\"{_e(f.id)}\"><a href=\"documents/{k}.html\">{_e(f.id)}</a></td>"
                     f"<td data-v=\"{len(f.by)}\">{len(f.by)} {badges}</td>"
-                    f"<td data-v=\"{f.min_p_value:.6g}\">{_num(f.min_p_value, '.4f')}</td>{cells}</tr>")
+                    f"<td data-v=\"{f.min_p_value:.6g}\">{number(f.min_p_value, '.4f')}</td>{cells}</tr>")
     controls = ("<p><label>filter <input id=\"filter-text\" type=\"search\" placeholder=\"set, id or critic\"></label> "
                 "<label>flagged by at least <select id=\"filter-min\">"
                 + "".join(f"<option value=\"{k}\">{k}</option>" for k in range(1, len(labels) + 1))
@@ -239,8 +240,8 @@ def render_document(flag: Flag, doc: Document | None, views: Mapping[str, Docume
              f"<h1>{_e(flag.id)} <span class=\"muted\">({_e(flag.set)})</span></h1>",
              "<table id=\"critics\"><thead><tr><th class=\"l\">critic</th><th>T(x)</th><th>M(x)</th><th>T/M</th>"
              "<th>outlier p</th></tr></thead><tbody>"
-             + "".join(f"<tr><td class=\"l\">{_e(lb)}</td><td>{_num(d.latent_nll)}</td><td>{d.latent_steps:g}</td>"
-                       f"<td>{_num(d.latent_nll_per_step)}</td><td>{_num(d.outlier_p_value, '.4f')}</td></tr>"
+             + "".join(f"<tr><td class=\"l\">{_e(lb)}</td><td>{number(d.latent_nll)}</td><td>{d.latent_steps:g}</td>"
+                       f"<td>{number(d.latent_nll_per_step)}</td><td>{number(d.outlier_p_value, '.4f')}</td></tr>"
                        for lb, d in flag.by.items())
              + "</tbody></table>"]
     for label, result in flag.by.items():

@@ -8,6 +8,7 @@ behind.  :func:`save_figure` writes the PNG atomically.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -55,9 +56,11 @@ def latent_nll_histogram(result: CriticismResult, path: str | Path, *, top: int 
     return save_figure(latent_nll_histogram_figure(result, top=top, bins=bins), path)
 
 
-def latent_nll_histogram_figure(result: CriticismResult, *, top: int = 10, bins: int = 30):
-    """Histogram of ``T(x)/M(x)`` per set (reference filled, candidates outlined),
-    with the ``top`` flagged outliers marked on the axis."""
+def latent_nll_histogram_figure(result: CriticismResult, *, top: int = 10, bins: int = 30,
+                                flagged: Sequence[float] | None = None):
+    """Histogram of ``T(x)/M(x)`` per set (reference filled, candidates outlined), with the ``top``
+    outliers of :meth:`CriticismResult.outliers` marked on the axis -- or, given ``flagged`` (their
+    ``T(x)/M(x)``), exactly the documents a report flags."""
     per_set = {s.name: np.array([d.latent_nll_per_step for d in s.documents]) for s in result.sets}
     finite = np.concatenate([v[np.isfinite(v)] for v in per_set.values() if v.size] or [np.zeros(1)])
     edges = np.histogram_bin_edges(finite, bins=bins)
@@ -70,8 +73,11 @@ def latent_nll_histogram_figure(result: CriticismResult, *, top: int = 10, bins:
             ax.plot([], [], label=f"{name} (n=0)")
             continue
         ax.hist(shown, bins=edges, density=True, label=f"{name} (n={values.size})", **style)
-    flagged = [d.latent_nll_per_step for _, d in result.outliers(top=top)]
-    ax.plot(flagged, np.zeros(len(flagged)), "rv", markersize=8, label=f"top {len(flagged)} outliers")
+    if flagged is None:
+        marked, label = [d.latent_nll_per_step for _, d in result.outliers(top=top)], "top {} outliers"
+    else:
+        marked, label = list(flagged), "{} flagged"
+    ax.plot(marked, np.zeros(len(marked)), "rv", markersize=8, label=label.format(len(marked)))
     ax.set_xlabel("Latent NLL per latent step, T(x)/M(x)")
     ax.set_ylabel("density")
     ax.set_title(f"Posterior predictive check: {result.critic_name}")

@@ -22,7 +22,7 @@ from .critic import Critic
 from .document import Document
 from .html import DocumentView
 from .io import atomic_directory, atomic_open, atomic_write_text, check_replaceable
-from .panel import PanelResult
+from .panel import Flag, PanelResult
 from .results import CriticismResult, json_ready, markdown_table, outliers_table
 
 __all__ = ["environment", "write_results_json", "write_documents_jsonl", "write_report", "write_panel_report",
@@ -96,6 +96,11 @@ def _png_markup(path: Path) -> str:
     return f'<img alt="{path.stem}" src="data:image/png;base64,{data}">'
 
 
+def flagged_per_step(flags: Sequence[Flag], label: str) -> list[float]:
+    """``T(x)/M(x)`` under critic ``label`` of each document it flags (what its histogram marks)."""
+    return [f.by[label].latent_nll_per_step for f in flags if label in f.by]
+
+
 def _write_html(panel: PanelResult, directory: Path, *, documents: Mapping[str, Sequence[Document]] | None,
                 figures: Mapping[str, Mapping[str, str]], views: Mapping[str, DocumentView] | None) -> None:
     """``index.html`` and ``documents/K.html`` for each flagged document, into ``directory``."""
@@ -103,8 +108,9 @@ def _write_html(panel: PanelResult, directory: Path, *, documents: Mapping[str, 
     from .plots import latent_nll_histogram_figure, svg_markup
 
     flags = panel.flagged()
-    shown = {label: {"T(x)/M(x) per set, reference filled, flagged outliers marked":
-                     svg_markup(latent_nll_histogram_figure(result, top=panel.top)), **figures.get(label, {})}
+    shown = {label: {"T(x)/M(x) per set, reference filled; marked: the documents this critic flags":
+                     svg_markup(latent_nll_histogram_figure(result, flagged=flagged_per_step(flags, label))),
+                     **figures.get(label, {})}
              for label, result in panel.results.items()}
     atomic_write_text(directory / "index.html", render_index(panel, flags, shown))
     by_id = {name: {d.id: d for d in docs} for name, docs in (documents or {}).items()}

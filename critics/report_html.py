@@ -12,6 +12,8 @@ import html
 import math
 from typing import Any, Iterable, Mapping, Sequence
 
+from critic.html import number
+
 __all__ = ["Markup", "escape", "excerpt", "number", "bar", "table", "paragraph", "note", "view", "STYLE"]
 
 STYLE = ("<style>.cv table{margin:.4rem 0}.cv td.w,.cv th.w{white-space:normal;text-align:left;min-width:16rem}"
@@ -37,11 +39,6 @@ def excerpt(text: str, limit: int = 200) -> str:
     """The first ``limit`` characters of ``text`` with runs of whitespace collapsed, ``…`` when cut."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[:limit].rstrip() + "…"
-
-
-def number(value: float | None, fmt: str = ".3f") -> str:
-    """``value`` formatted, ``—`` for ``None`` or a non-finite number."""
-    return "—" if value is None or not math.isfinite(value) else format(value, fmt)
 
 
 def bar(fraction: float, label: str | None = None) -> Markup:

@@ -8,27 +8,14 @@ from html.parser import HTMLParser
 
 import pytest
 
-from critic.corrupt import corrupt_all
-from critic.document import read_jsonl
-from critic.panel import criticize_panel
 from critic.report import write_panel_report
-from critics.sections import SectionTransitionCritic
 
 CDN = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//|url\(\s*["']?(?:https?:)?//|@import""", re.I)
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory, fixture_manpage_root):
-    from critic.corpora.manpages import build_manpages
-
-    data = tmp_path_factory.mktemp("corpus")
-    build_manpages(data, root=fixture_manpage_root, install=False)
-    train, test = read_jsonl(data / "train.jsonl"), read_jsonl(data / "test.jsonl")
-    reference = train + test
-    candidates = {"permuted": corrupt_all(reference, "permuted", seed=1), "dropped": corrupt_all(reference, "dropped")}
-    critics = {"smooth": SectionTransitionCritic(delta=1.0).fit(train),
-               "sharp": SectionTransitionCritic(delta=0.001).fit(train)}
-    panel = criticize_panel(critics, reference, candidates, level=0.2, top=5, n_bootstrap=50, n_permutations=50)
+def report(sets, panel, tmp_path_factory):
+    critics, reference, candidates = sets
     out = tmp_path_factory.mktemp("report") / "r"
     write_panel_report(panel, out, documents={"reference": reference, **candidates}, critics=critics)
     return panel, out

@@ -9,31 +9,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from critic.corrupt import corrupt_all
-from critic.document import read_jsonl
 from critic.panel import PanelResult, criticize_panel, load_results
 from critic.report import write_panel_report, write_report
-from critics.sections import SectionTransitionCritic
-
-
-@pytest.fixture(scope="module")
-def sets(tmp_path_factory, fixture_manpage_root):
-    from critic.corpora.manpages import build_manpages
-
-    out = tmp_path_factory.mktemp("corpus")
-    build_manpages(out, root=fixture_manpage_root, install=False)
-    train, test = read_jsonl(out / "train.jsonl"), read_jsonl(out / "test.jsonl")
-    reference = train + test
-    candidates = {"permuted": corrupt_all(reference, "permuted", seed=1), "dropped": corrupt_all(reference, "dropped")}
-    critics = {"smooth": SectionTransitionCritic(delta=1.0).fit(train),
-               "sharp": SectionTransitionCritic(delta=0.001).fit(train)}
-    return critics, reference, candidates
-
-
-@pytest.fixture(scope="module")
-def panel(sets):
-    critics, reference, candidates = sets
-    return criticize_panel(critics, reference, candidates, level=0.2, top=5, n_bootstrap=50, n_permutations=50)
 
 
 def flags_by_hand(panel: PanelResult) -> dict[tuple[str, str], set[str]]:
@@ -159,3 +136,16 @@ def test_a_notebook_shows_the_summary_table(panel):
     assert html.count('<tr data-critic="sections"') == 3  # alone, a result is labelled by its critic's name
     for s in one.sets:  # the headline (a PPL: a chain critic) with its CI, as the report prints it
         assert f"<td>{s.latent_ppl:.3f}</td><td>[{s.latent_ppl_ci[0]:.3f}, {s.latent_ppl_ci[1]:.3f}]</td>" in html
+
+
+def test_the_report_histogram_marks_exactly_the_documents_each_critic_flags(panel):
+    from critic.plots import latent_nll_histogram_figure
+    from critic.report import flagged_per_step
+
+    by_hand = flags_by_hand(panel)
+    for label, result in panel.results.items():
+        want = sorted(d.latent_nll_per_step for s in result.candidates.values() for d in s.documents
+                      if label in by_hand.get((s.name, d.id), ()))
+        fig = latent_nll_histogram_figure(result, flagged=flagged_per_step(panel.flagged(), label))
+        line = next(x for x in fig.axes[0].get_lines() if x.get_label().endswith(" flagged"))
+        assert want and sorted(line.get_xdata()) == want and line.get_label() == f"{len(want)} flagged"

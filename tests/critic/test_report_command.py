@@ -79,6 +79,8 @@ def test_report_from_free_text_generations(job, capsys):
     ([], "give at least one --candidate NAME=FILE"),
     (["--candidate", "a=GENS", "--flag-level", "0"], "--flag-level: must lie in (0, 1]"),
     (["--candidate", "a=GENS", "--n-bootstrap", "10000000000"], "GiB available: lower --n-bootstrap"),
+    (["--candidate", "a=GENS", "--word-ppl", "a=-1"], "--word-ppl: expected NAME=VALUE with a positive number"),
+    (["--candidate", "a=GENS", "--word-ppl", "a=nan"], "--word-ppl: expected NAME=VALUE with a positive number"),
     (["--candidate", "a=GENS", "--format", "parquet"], "not a readable Parquet file"),
     (["--candidate", "a=GENS", "--text-field", "generation"], "gens.jsonl:1: cannot tell the format: no 'sections'"),
     (["--candidate", "a=GENS", "--format", "text-jsonl", "--text-field", "generation"],

@@ -134,3 +134,43 @@ def test_the_command_streams_resumes_shards_and_merges(docs, tmp_path, capsys, f
     capsys.readouterr()
     assert main(args + ["--shard", "3/2"]) == 2 and "--shard '3/2': expected i/n" in capsys.readouterr().err
     assert main(args + ["--shard", "1/2"]) == 2 and "--shard writes a part for critic merge" in capsys.readouterr().err
+
+
+def test_merge_names_a_part_it_cannot_use_and_writes_nothing(critic, docs, tmp_path, capsys):
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text('{"id": "x"}\n')
+    out = tmp_path / "merged.jsonl"
+    assert main(["merge", str(plain), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{plain}: no readable plain.jsonl.progress.json (not a streamed critic score output)" in err
+    part = tmp_path / "half.jsonl"
+
+    def stopping():
+        for k, doc in enumerate(docs[0]):
+            if k == 20:
+                raise KeyboardInterrupt
+            yield doc
+
+    with pytest.raises(KeyboardInterrupt):
+        score_stream(critic, stopping(), part, source=docs[1], seed=7, batches_per_chunk=2, shard=(1, 1))
+    assert main(["merge", str(part), "--out", str(out)]) == 2
+    unfinished = capsys.readouterr().err
+    assert f"{part}: its shard is not finished" in unfinished
+    assert not out.exists() and "Traceback" not in err + unfinished
+
+
+def test_workers_need_an_output_file_and_one_kind_of_cluster(docs, tmp_path, capsys, fixture_manpage_root):
+    from critic.corpora.manpages import build_manpages
+    from critic.document import read_jsonl
+    from critics.sections import SectionTransitionCritic
+
+    build_manpages(tmp_path / "data", root=fixture_manpage_root, install=False)
+    SectionTransitionCritic(delta=0.1).fit(read_jsonl(tmp_path / "data" / "train.jsonl")).save(tmp_path / "m")
+    base = ["score", str(tmp_path / "m"), "--input", str(tmp_path / "data" / "test.jsonl")]
+    capsys.readouterr()
+    assert main(base + ["--workers", "2", "--scheduler", "tcp://127.0.0.1:1", "--out", str(tmp_path / "o.jsonl")]) == 2
+    assert "give --workers N (an embedded cluster) or --scheduler ADDRESS (an existing one), not both" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "o.jsonl").exists()
+    assert main(base + ["--workers", "0", "--out", str(tmp_path / "o.jsonl")]) == 2
+    assert "--workers: must be an integer >= 1" in capsys.readouterr().err
