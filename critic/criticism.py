@@ -83,17 +83,17 @@ def summarize(
         warnings.append(f"only {scores.n} document: no confidence interval")
     elif scores.n < min_documents:
         warnings.append(f"only {scores.n} documents (< {min_documents}): the CIs are not reliable")
-    with_ci = scores.n >= 2
+    nll_ci, ppl_ci = (stats.bootstrap_cis(stats.document_rows(scores.latent_nll, scores.latent_steps),
+                                          [stats.MEAN, stats.LATENT_PPL], n_resamples=n_bootstrap, level=level,
+                                          seed=seed)
+                      if scores.n >= 2 else (_NAN_PAIR, _NAN_PAIR))
     return SetResult(
         name=name,
         n=scores.n,
         latent_nll=float(scores.latent_nll.mean()) if scores.n else float("nan"),
-        latent_nll_ci=(stats.bootstrap_ci(scores.latent_nll, n_resamples=n_bootstrap, level=level, seed=seed)
-                       if with_ci else _NAN_PAIR),
+        latent_nll_ci=nll_ci,
         latent_ppl=stats.latent_ppl(scores.latent_nll, scores.latent_steps),
-        latent_ppl_ci=(stats.bootstrap_latent_ppl_ci(scores.latent_nll, scores.latent_steps,
-                                                     n_resamples=n_bootstrap, level=level, seed=seed)
-                       if with_ci else _NAN_PAIR),
+        latent_ppl_ci=ppl_ci,
         n_skipped=len(scores.skipped),
         skipped=dict(scores.skipped),
         n_unknown=scores.n_unknown,
@@ -120,19 +120,16 @@ def compare(reference: Scores, candidate: Scores, *, n_bootstrap: int, n_permuta
                     - stats.latent_ppl(reference.latent_nll, reference.latent_steps)) if both else float("nan")
         return (Comparison(diff, _NAN_PAIR, float("nan")),
                 Comparison(ppl_diff, _NAN_PAIR, float("nan"), statistic="latent_ppl"))
-    diff, p = stats.permutation_test(reference.latent_nll, candidate.latent_nll,
-                                     n_permutations=n_permutations, seed=seed)
-    ci = stats.bootstrap_difference_ci(reference.latent_nll, candidate.latent_nll, n_resamples=n_bootstrap,
-                                       level=level, seed=seed + 1)
-    ref_rows = np.stack([reference.latent_nll, reference.latent_steps], axis=1)
-    cand_rows = np.stack([candidate.latent_nll, candidate.latent_steps], axis=1)
-    _, ppl_p = stats.permutation_test(ref_rows, cand_rows, statistic=stats.log_ppl_statistic,
-                                      n_permutations=n_permutations, seed=seed)
-    ppl_ci = stats.bootstrap_difference_ci(ref_rows, cand_rows, statistic=lambda r: np.exp(stats.log_ppl_statistic(r)),
-                                           n_resamples=n_bootstrap, level=level, seed=seed + 1)
+    ref_rows = stats.document_rows(reference.latent_nll, reference.latent_steps)
+    cand_rows = stats.document_rows(candidate.latent_nll, candidate.latent_steps)
+    mean_test, ppl_test = stats.permutation_tests(ref_rows, cand_rows, [stats.MEAN, stats.LOG_LATENT_PPL],
+                                                  n_permutations=n_permutations, seed=seed)
+    mean_ci, ppl_ci = stats.bootstrap_difference_cis(ref_rows, cand_rows, [stats.MEAN, stats.LATENT_PPL],
+                                                     n_resamples=n_bootstrap, level=level, seed=seed + 1)
     ppl_diff = (stats.latent_ppl(candidate.latent_nll, candidate.latent_steps)
                 - stats.latent_ppl(reference.latent_nll, reference.latent_steps))
-    return (Comparison(diff, ci, p), Comparison(ppl_diff, ppl_ci, ppl_p, statistic="latent_ppl"))
+    return (Comparison(mean_test.difference, mean_ci, mean_test.p_value, p_value_exact=mean_test.exact),
+            Comparison(ppl_diff, ppl_ci, ppl_test.p_value, statistic="latent_ppl", p_value_exact=ppl_test.exact))
 
 
 def _check_settings(n_bootstrap: int, n_permutations: int, level: float, min_documents: int) -> None:
@@ -148,11 +145,12 @@ def _check_memory(n_bootstrap: int, n_permutations: int, n_reference: int, n_can
     """Refuse resampling settings whose results would not fit in memory, before any document is scored.
 
     Resampling runs in blocks of bounded size (:data:`critic.stats.BLOCK_BYTES`); what grows with the settings
-    is one float per resample for each statistic kept at once (the CI of a difference keeps both sides' and
-    their difference: 24 bytes a resample), and the permutation keys of one block for the largest pooled set.
+    is the column sums of each resample (the CI of a difference keeps both sides' two sums, the statistics and
+    their difference: 64 bytes a resample, measured), and the pooled rows and one split's indices for the
+    largest pooled set.
     """
     largest = max([n_reference + n for n in n_candidates] or [n_reference])
-    need = 24.0 * max(n_bootstrap, n_permutations) + stats.BLOCK_BYTES + 32.0 * largest
+    need = 64.0 * max(n_bootstrap, n_permutations) + stats.BLOCK_BYTES + 32.0 * largest
     require_memory(need, f"{n_bootstrap} bootstrap resamples and {n_permutations} permutations of {largest} "
                          "documents", "--n-bootstrap / --n-permutations (n_bootstrap, n_permutations)")
 

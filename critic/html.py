@@ -135,7 +135,7 @@ def _summary_rows(label: str, result: CriticismResult) -> list[str]:
             f"<td>{number(value)}</td><td>{_ci(ci)}</td>"
             f"<td>{'—' if c is None else number(c.difference, '+.3f')}</td>"
             f"<td>{'—' if c is None else _ci(c.difference_ci, '+.3f')}</td>"
-            f"<td>{'—' if c is None else number(c.p_value, '.4f')}</td>"
+            f"<td>{'—' if c is None else number(c.p_value, '.4f') + (' (exact)' if c.p_value_exact else '')}</td>"
             f"<td title=\"{_e(skipped_title)}\">{s.n_skipped}</td><td>{s.n_unknown}</td>"
             f"<td class=\"l\">{_statistics(result, s)}</td></tr>")
     return rows

@@ -17,8 +17,9 @@ manner of lm-evaluation-harness results files::
            "n_skipped", "skipped", "n_unknown", "warnings", "higher_is_better": {statistic: bool},
            STATISTIC: value, ...}
 
-    COMPARISON = {"statistic", "difference", "difference_ci", "p_value"}: candidate minus reference on
-    "mean_latent_nll" (``comparison``) or "latent_ppl" (``ppl_comparison``; its p-value tests log PPL)
+    COMPARISON = {"statistic", "difference", "difference_ci", "p_value", "p_value_exact"}: candidate minus
+    reference on "mean_latent_nll" (``comparison``) or "latent_ppl" (``ppl_comparison``; its p-value tests log
+    PPL); ``p_value_exact``: every split of the two sets enumerated (tiny sets), else Monte Carlo
 
 ``headline`` names the statistic that fits the critic's latent (Latent PPL for discrete chains, Latent NLL
 for continuous latents): tables show it first, with the comparison of that same statistic.
@@ -95,17 +96,20 @@ class DocumentResult:
 class Comparison:
     """Candidate minus reference value of one set statistic, its bootstrap CI and the permutation
     p-value of that same statistic: ``statistic`` is ``"mean_latent_nll"`` (the per-document mean of
-    T(x)) or ``"latent_ppl"`` (the set-level Latent PPL, a ratio of sums; tested on its log)."""
+    T(x)) or ``"latent_ppl"`` (the set-level Latent PPL, a ratio of sums; tested on its log).
+    ``p_value_exact``: the p-value enumerates every split of the two sets (possible for tiny sets), else it
+    is a Monte Carlo permutation test (see :func:`critic.stats.permutation_tests`)."""
 
     difference: float
     difference_ci: tuple[float, float]
     p_value: float
     statistic: str = "mean_latent_nll"
+    p_value_exact: bool = False
 
     @classmethod
     def from_dict(cls, obj: dict) -> "Comparison":
         return cls(_number(obj["difference"]), _pair(obj["difference_ci"]), _number(obj["p_value"]),
-                   obj.get("statistic", "mean_latent_nll"))
+                   obj.get("statistic", "mean_latent_nll"), bool(obj.get("p_value_exact", False)))
 
 
 @dataclass
@@ -341,7 +345,8 @@ def markdown_table(result: CriticismResult) -> str:
         value, ci = (s.latent_ppl, s.latent_ppl_ci) if nll_beside else (s.latent_nll, s.latent_nll_ci)
         c = s.headline_comparison(headline)
         diff = ("— | — | —" if c is None
-                else f"{_num(c.difference, '+.3f')} | {_ci(c.difference_ci)} | {_num(c.p_value, '.4f')}")
+                else f"{_num(c.difference, '+.3f')} | {_ci(c.difference_ci)} | {_num(c.p_value, '.4f')}"
+                   + (" (exact)" if c.p_value_exact else ""))
         flag = " ⚠" if s.warnings else ""
         beside = f" {_num(s.latent_nll)} | {_ci(s.latent_nll_ci)} |" if nll_beside else ""
         se = f" {_num(s.latent_nll_mc_stderr, '.4f')} |" if mc else ""

@@ -75,7 +75,7 @@ def test_criticize_numbers(tutorial, tmp_path):
     expected = (1 + 999 * exact) / 1000  # E[(1 + #extreme) / (1 + n_permutations)]
     assert len(diffs) == math.comb(19, 7)
     assert abs(cand.p_value - expected) <= 4 * math.sqrt(exact * (1 - exact) / 999) + 1e-12
-    assert ref.latent_nll_ci == pytest.approx(stats.bootstrap_ci(t_ref, n_resamples=400, seed=3))
+    assert ref.latent_nll_ci == pytest.approx(stats.bootstrap_cis(t_ref, [stats.MEAN], n_resamples=400, seed=3)[0])
     # outlier p-values: empirical p of T/M against the reference set, by brute force
     for d, t in zip(cand.documents, t_cand):
         assert d.outlier_p_value == pytest.approx((1 + np.sum(t_ref >= t - 1e-12)) / 13)
@@ -193,6 +193,10 @@ def test_the_ppl_comparison_tests_the_set_level_ppl_not_the_mean():
     observed = t_cand.sum() / m_cand.sum() - t_ref.sum() / m_ref.sum()
     exact = np.mean(np.abs(log_diffs) >= abs(observed) - 1e-12)
     assert abs(ppl_cmp.p_value - (1 + 999 * exact) / 1000) <= 4 * math.sqrt(exact * (1 - exact) / 999) + 1e-9
+    assert not ppl_cmp.p_value_exact
+    # allowed all C(13, 5) = 1,287 splits, the test enumerates them: the exact share, and it says so
+    _, ppl_exact = compare(ref, cand, n_bootstrap=300, n_permutations=1287, level=0.9, seed=5)
+    assert ppl_exact.p_value_exact and ppl_exact.p_value == pytest.approx(exact, rel=1e-12)
 
     # the same rate per latent step, longer documents: the mean Latent NLL moves, the Latent PPL does not
     m_long = np.array([10.0, 12.0, 11.0, 13.0, 12.0, 14.0])
@@ -202,6 +206,22 @@ def test_the_ppl_comparison_tests_the_set_level_ppl_not_the_mean():
     assert mean_cmp.p_value < 0.01 and ppl_cmp.difference == pytest.approx(0.0, abs=1e-12) and ppl_cmp.p_value == 1.0
 
 
+def test_tiny_sets_report_an_exact_p_value_in_the_table_and_results(tutorial):
+    from critic.results import CriticismResult
+
+    critic = tutorial.SectionCountCritic().fit(docs_with([3, 4, 5, 4], "t"))
+    result = criticize(critic, docs_with([3, 4, 5], "r"), {"lm": docs_with([8, 9, 1], "c")}, n_bootstrap=50)
+    cand = result.candidates["lm"]
+    t_ref, t_cand = -poisson.logpmf([3, 4, 5], 4.0), -poisson.logpmf([8, 9, 1], 4.0)
+    pooled = np.concatenate([t_ref, t_cand])  # C(6, 3) = 20 splits, all enumerated
+    diffs = [pooled[list(c)].mean() - np.delete(pooled, list(c)).mean() for c in itertools.combinations(range(6), 3)]
+    assert cand.comparison.p_value_exact and cand.comparison.p_value == pytest.approx(
+        np.mean(np.abs(diffs) >= abs(t_cand.mean() - t_ref.mean()) - 1e-9), rel=1e-12)
+    assert f"{cand.ppl_comparison.p_value:.4f} (exact)" in markdown_table(result)
+    again = CriticismResult.from_dict(result.to_dict())
+    assert again.candidates["lm"].ppl_comparison.p_value_exact
+
+
 def test_resampling_that_cannot_fit_in_memory_is_refused_before_scoring(tutorial, capsys):
     from critic.resources import ResourceError, memory_available
 
@@ -209,10 +229,10 @@ def test_resampling_that_cannot_fit_in_memory_is_refused_before_scoring(tutorial
     reference, candidate = docs_with([3, 4, 5, 4], "r"), docs_with([2, 6], "c")
     scored = []
     critic.project = lambda docs: scored.append(docs) or pytest.fail("scored before refusing")
-    # resampling runs in bounded blocks; what grows is 24 bytes a resample: 10^10 of them need 224 GiB
-    assert 24 * 10**10 > memory_available()
+    # resampling runs in bounded blocks; what grows is 64 bytes a resample: 10^10 of them need 596 GiB
+    assert 64 * 10**10 > memory_available()
     with pytest.raises(ResourceError, match=r"10000000000 bootstrap resamples and 2000 permutations of 6 documents "
-                                            r"needs about 224 GiB of memory; this machine has .* GiB available: "
+                                            r"needs about 596 GiB of memory; this machine has .* GiB available: "
                                             r"lower --n-bootstrap"):
         criticize(critic, reference, {"lm": candidate}, n_bootstrap=10**10)
     assert not scored

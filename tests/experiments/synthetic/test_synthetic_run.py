@@ -188,7 +188,8 @@ def test_data_latent_ppl_from_criticize_matches_true_states(run):
     t = -process.log_trans[prev, states].sum(1)
     m = np.full(len(states), states.shape[1], dtype=float)
     assert res["latent_ppl"]["data"] == pytest.approx(np.exp(t.sum() / m.sum()), rel=1e-12)
-    ci = stats.bootstrap_latent_ppl_ci(t, m, n_resamples=config["eval"]["bootstrap"], seed=0)
+    [ci] = stats.bootstrap_cis(stats.document_rows(t, m), [stats.LATENT_PPL], n_resamples=config["eval"]["bootstrap"],
+                               seed=0)
     assert res["latent_ppl"]["data_ci"] == pytest.approx(list(ci), rel=1e-12)
     crit = res["criticism"]
     assert crit["reference"]["name"] == "data" and sorted(crit["candidates"]) == ["hsmm", "transformer"]
