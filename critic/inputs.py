@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from .document import Document, DocumentError, Section, _json_type, iter_json_lines, iter_jsonl
+from .document import Document, DocumentError, Section, _json_type, collector_paused, iter_json_lines, iter_jsonl
 
 __all__ = ["InputOptions", "ReadReport", "InputFormat", "FORMATS", "iter_documents", "read_documents",
            "detect_format", "split_sections", "add_arguments", "options_from_args", "read_with_args"]
@@ -555,7 +555,8 @@ def read_documents(path: str | Path, options: InputOptions = InputOptions(), *, 
                    report: ReadReport | None = None) -> list[Document]:
     """Every document at ``path`` (see :func:`iter_documents`); none is an error (nothing to criticise)."""
     report = ReadReport() if report is None else report
-    docs = list(iter_documents(path, options, name=name, report=report))
+    with collector_paused():
+        docs = list(iter_documents(path, options, name=name, report=report))
     if not docs:
         raise DocumentError(f"{path}: holds no documents" + (f"; {report.skips()}" if report.skipped else ""))
     return docs

@@ -46,3 +46,23 @@ def test_blank_lines_are_not_documents(tmp_path):
     path = tmp_path / "d.jsonl"
     path.write_text("\n" + json.dumps({"id": "a", "sections": [{"title": "t", "text": "x"}]}) + "\n\n")
     assert [d.id for d in read_jsonl(path)] == ["a"]
+
+
+def test_a_whole_file_read_pauses_the_collector_and_restores_it_even_on_bad_input(tmp_path):
+    import gc
+
+    from critic.document import collector_paused
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "sections": [{"text": "x"}]}\n{"id": "b", "sections": [{"txt": "y"}]}\n')
+    with pytest.raises(DocumentError, match=r"bad.jsonl:2: document 'b' section 0 has an unknown key 'txt' "
+                                            r"\(did you mean 'text'\?\)"):
+        read_jsonl(bad)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # a collector the caller paused stays paused
+    finally:
+        gc.enable()
