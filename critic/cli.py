@@ -258,8 +258,8 @@ def cmd_compare(args) -> int:
     reference, _ = _read(args, args.reference, "reference", detect=True)
     candidates = {name: _read(args, path, name)[0] for name, path in named.items()}
     paths = {"reference": args.reference, **named}
-    result = criticize(critic, reference, candidates, paths=paths, n_bootstrap=args.n_bootstrap, seed=args.seed,
-                       progress=True)
+    result = criticize(critic, reference, candidates, paths=paths, n_bootstrap=args.n_bootstrap,
+                       n_permutations=args.n_permutations, seed=args.seed, progress=True)
     written = write_report(result, args.out, top=args.top, documents={"reference": reference, **candidates})
     print(result)
     print(f"\nwrote {', '.join(str(p) for p in written.values())}")
@@ -422,6 +422,13 @@ def cmd_data_convert(args) -> int:
 
 
 # ------------------------------------------------------------------ parser
+def _resampling_options(p) -> None:
+    p.add_argument("--n-bootstrap", type=_positive_int, default=1000, help="bootstrap resamples of the CIs (default 1000)")
+    p.add_argument("--n-permutations", type=_positive_int, default=2000,
+                   help="permutations of the two-sample tests (default 2000; exact when the two sets have no more "
+                        "splits)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="critic", description="Model criticism in latent space.")
     parser.add_argument("--debug", action="store_true", help="show the traceback of any error (for bug reports)")
@@ -473,7 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--candidate", action="append", type=_named_file, default=[], metavar="NAME=FILE")
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--top", type=_positive_int, default=10)
-    p.add_argument("--n-bootstrap", type=_positive_int, default=1000)
+    _resampling_options(p)
     _common(p)
     _input_options(p)
     p.set_defaults(func=cmd_compare)
@@ -489,9 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="flag at most this many documents per critic and set (default 20)")
     p.add_argument("--flag-level", type=_probability, default=0.01,
                    help="flag a document when its outlier p-value is at most this (default 0.01)")
-    p.add_argument("--n-bootstrap", type=_positive_int, default=1000, help="bootstrap resamples of the CIs")
-    p.add_argument("--n-permutations", type=_positive_int, default=2000,
-                   help="permutations of the two-sample tests (default 2000)")
+    _resampling_options(p)
     p.add_argument("--word-ppl", action="append", type=_named_number, default=[], metavar="NAME=VALUE",
                    help="a candidate's word perplexity (from critic lm ppl), shown beside the critics; repeatable")
     p.add_argument("--mauve", action="store_true",

@@ -94,8 +94,9 @@ def test_fit_score_compare_outliers(corpus, tmp_path, capsys):
 
     report = tmp_path / "report"
     assert main(["compare", str(model), "--reference", str(corpus / "train.jsonl"),
-                 "--candidate", f"same={corpus / 'train.jsonl'}", "--out", str(report), "--n-bootstrap", "100"]) == 0
+                 "--candidate", f"same={corpus / 'train.jsonl'}", "--out", str(report), "--n-bootstrap", "100", "--n-permutations", "99"]) == 0
     results = json.loads((report / "results.json").read_text())
+    assert (results["config"]["n_bootstrap"], results["config"]["n_permutations"]) == (100, 99)
     same = results["candidates"]["same"]
     for key in ("n", "latent_nll", "latent_nll_ci", "latent_ppl", "latent_ppl_ci", "comparison"):
         assert key in same
