@@ -17,6 +17,7 @@ training (or none at all) cannot be projected; :meth:`HSMMCritic.check` says so.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -77,6 +78,20 @@ class SemiMarkovPosterior(Distribution):
     def argmax(self):
         """Viterbi: ``(score, states (B, T), starts (B, T))``."""
         return sm.viterbi(self.init, self.trans, self.dur, self.emit, self.lengths)
+
+    def entropy(self) -> torch.Tensor:
+        """``H(z | x)`` per document, ``(B,)`` nats (torch-struct's ``EntropySemiring``)."""
+        return sm.entropy(self.init, self.trans, self.dur, self.emit, self.lengths)
+
+    def kbest(self, k: int) -> tuple[torch.Tensor, list[list[list[tuple[int, int, int]]]]]:
+        """The ``k`` best segmentations per document: :func:`~critics.hsmm.semimarkov.kbest`."""
+        return sm.kbest(k, self.init, self.trans, self.dur, self.emit, self.lengths)
+
+    def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
+        """Segmentations ``z ~ P(z | x)`` as 0/1 segment indicators ``(*sample_shape, B, T, K, C)``."""
+        n = math.prod(sample_shape)
+        draws = sm.sample(n, self.init, self.trans, self.dur, self.emit, self.lengths)
+        return draws.reshape(*sample_shape, *draws.shape[1:])
 
 
 @register_cross_entropy(SemiMarkovPosterior, SemiMarkovChain)
@@ -181,19 +196,45 @@ class HSMMCritic(Critic):
         Edge marginals (autograd of the log-partition) are computed once here
         and reused by the exact cross-entropy.
         """
+        kept, q, failures = self.posterior(docs)
+        if q is None:
+            return Projection([], None, torch.zeros(0, dtype=torch.float64), failures)
+        return Projection(kept, q, q.marginals.num_segments.to(torch.float64).cpu(), failures)
+
+    def posterior(self, docs: Sequence[Document]) -> tuple[list[str], SemiMarkovPosterior | None, dict[str, str]]:
+        """``(ids of the documents kept, their posterior (None if none), failures)``; nothing computed yet."""
         self._require_fitted()
         failures = {d.id: r for d in docs if (r := self.check(d)) is not None}
         kept = [d for d in docs if d.id not in failures]
         if not kept:
-            return Projection([], None, torch.zeros(0, dtype=torch.float64), failures)
+            return [], None, failures
         tokens, lengths = self._encode(kept)
         m = self.model_
         dev = m.trans_logits.device
         ids = torch.as_tensor(m.vocab.lookup(tokens, lengths), device=dev)
         with torch.no_grad():
             init, trans, dur, emit = (x.double() for x in m.potentials(ids))
-        q = SemiMarkovPosterior(init, trans, dur, emit, torch.as_tensor(lengths, device=dev))
-        return Projection([d.id for d in kept], q, q.marginals.num_segments.to(torch.float64).cpu(), failures)
+        return [d.id for d in kept], SemiMarkovPosterior(init, trans, dur, emit, torch.as_tensor(lengths, device=dev)), failures
+
+    def entropy(self, docs: Sequence[Document]) -> dict[str, float]:
+        """``H(z | x)`` of each document's segmentation posterior, in nats (documents that project)."""
+        kept, q, _ = self.posterior(docs)
+        return {} if q is None else dict(zip(kept, q.entropy().tolist()))
+
+    def kbest(self, doc: Document, k: int = 5) -> list[tuple[float, list[tuple[list[str], int]]]]:
+        """The ``k`` most probable segmentations of one document, best first.
+
+        Each is ``(log P(z | x), [(segment tokens, state), ...])``; fewer than ``k``
+        when the document has fewer segmentations.
+        """
+        _, q, failures = self.posterior([doc])
+        if q is None:
+            raise ValueError(f"document {doc.id!r} cannot be projected: {failures[doc.id]}")
+        scores, (segmentations,) = q.kbest(k)
+        log_z = float(sm.log_partition(q.init, q.trans, q.dur, q.emit, q.lengths)[0])
+        tokens = doc_tokens(doc)
+        return [(float(score) - log_z, [(tokens[s : s + n], c) for s, n, c in segs])
+                for score, segs in zip(scores[:, 0].tolist(), segmentations)]
 
     def _move(self, device: torch.device) -> None:
         self.model_ = self.model_.to(device)

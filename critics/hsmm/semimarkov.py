@@ -39,6 +39,14 @@ the same position by more than the dtype's range (``e^-708`` in float64, the
 default; ``e^-87`` in float32) are dropped.  Mixed lengths are exact: each
 sequence's score is read at its own end.
 
+The same recursion runs in log space over torch-struct's semiring classes
+(:func:`semiring_sum`; values carry the semiring's leading dimension): the
+posterior entropy (:func:`entropy`, ``EntropySemiring``), the ``k`` best
+segmentations (:func:`kbest`, ``KMaxSemiring(k)``) and posterior samples
+(:func:`sample`, ``MultiSampledSemiring``; ``SampledSemiring`` through
+:func:`semiring_marginals`), the last two read off gradients with respect to
+``emit`` as torch-struct does.
+
 :func:`edge_potentials` builds torch-struct's edge tensor from the factors
 (``edge[b, n, k, c2, c1]``, shape ``(B, T, K + 1, C, C)``, lengths ``T + 1``)
 so tests and benchmarks can compare with it.
@@ -46,10 +54,12 @@ so tests and benchmarks can compare with it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
+from torch_struct import EntropySemiring, KMaxSemiring, MultiSampledSemiring
 
 __all__ = [
     "NEG",
@@ -60,6 +70,12 @@ __all__ = [
     "viterbi",
     "edge_potentials",
     "segments_from_path",
+    "semiring_sum",
+    "semiring_marginals",
+    "entropy",
+    "kbest",
+    "sample",
+    "segments_from_indicator",
 ]
 
 NEG = -1e9
@@ -76,13 +92,10 @@ class LogSemiring:
 
     @staticmethod
     def matmul(a: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, None]:
-        """``out[b, c] = sum_c' a[b, c'] m[(b,) c', c]``: ``(B, C), (C, C) | (B, C, C) -> (B, C)``.
-
-        A column-major ``(C, C)`` ``m`` (see :func:`_forward`) is multiplied as ``(m^T a^T)^T``.
-        """
+        """``out[b, c] = sum_c' a[b, c'] m[(b,) c', c]``: ``(B, C), (C, C) | (B, C, C) -> (B, C)``."""
         if m.dim() == 3:
             return torch.bmm(a.unsqueeze(1), m).squeeze(1), None
-        return (m.mT @ a.mT).mT if m.stride(0) == 1 else a @ m, None
+        return a @ m, None
 
     @staticmethod
     def total(a: torch.Tensor) -> tuple[torch.Tensor, None]:
@@ -111,6 +124,15 @@ class MaxSemiring:
 
 def _batched(x: torch.Tensor, batch: int, ndim: int) -> torch.Tensor:
     return x if x.dim() == ndim + 1 else x.unsqueeze(0).expand(batch, *x.shape)
+
+
+def _lengths(lengths: torch.Tensor | None, B: int, T: int, device: torch.device) -> torch.Tensor:
+    """``lengths`` checked to lie in ``1..T``; ``None`` means ``T`` for every sequence."""
+    if lengths is None:
+        return torch.full((B,), T, dtype=torch.long, device=device)
+    if int(lengths.min()) < 1 or int(lengths.max()) > T:
+        raise ValueError(f"lengths must lie in 1..{T}")
+    return lengths
 
 
 def _end_windows(emit: torch.Tensor) -> Iterator[torch.Tensor]:
@@ -214,18 +236,13 @@ def _forward(semiring, init, trans, dur, emit, lengths, dtype, shift=False):
     B, T, K, C = emit.shape
     dtype = dtype or emit.dtype
     init, trans, dur, emit = (x.to(dtype) for x in (init, trans, dur, emit))
-    if lengths is None:
-        lengths = torch.full((B,), T, dtype=torch.long, device=emit.device)
-    if int(lengths.min()) < 1 or int(lengths.max()) > T:
-        raise ValueError(f"lengths must lie in 1..{T}")
+    lengths = _lengths(lengths, B, T, emit.device)
     inplace = not (torch.is_grad_enabled() and any(x.requires_grad for x in (init, trans, dur, emit)))
     tiny = torch.finfo(dtype).tiny
     # exp(trans - g), g the largest transition score (per batch).  Every segmentation has one segment more
     # than it has transitions, so adding g to every segment score gives each exactly g back: taken off the end
     g = trans.detach().amax((-1, -2), keepdim=True)  # (1, 1) or (B, 1, 1)
-    exp_trans = (trans - g).exp()
-    if exp_trans.dim() == 2 and exp_trans.numel() * exp_trans.element_size() >= 2**21:
-        exp_trans = exp_trans.mT.contiguous().mT  # beyond a 2 MiB L2, BLAS streams it faster column-major
+    exp_trans = (trans - g).exp()  # row-major: the floor's layout (column-major was 2.4x slower at C = 800 here)
     dur_w = dur.transpose(-1, -2).flip(-2) + g  # dur_w[(b,) j, c] = dur[(b,) c, K - 1 - j] + g
     i0 = _batched(init, B, 1)
     i_max = i0.detach().amax(-1, keepdim=True)
@@ -395,3 +412,180 @@ def edge_potentials(
     first[..., 0] = seg[:, 0] + i.unsqueeze(1)
     edge[:, 0, 1:] = first
     return edge
+
+
+# ---------------------------------------------------------------------------- torch-struct semirings
+
+
+def semiring_sum(
+    semiring,
+    init: torch.Tensor,
+    trans: torch.Tensor,
+    dur: torch.Tensor,
+    emit: torch.Tensor,
+    lengths: torch.Tensor | None = None,
+    *,
+    dtype: torch.dtype | None = torch.float64,
+) -> torch.Tensor:
+    """The forward recursion in log space over a torch-struct semiring: raw totals ``(S, B)``.
+
+    ``semiring`` is a class of :mod:`torch_struct.semirings`; its values carry a
+    leading dimension ``S = semiring.size()`` (read the result with
+    ``semiring.unconvert``).  A segment's potential ``dur(c, k) + emit(s, k, c)``
+    and the transitions are converted once, then
+
+        beta_0    = convert(init)                                        (S, B, C)
+        alpha_t   = sum_j  beta_{t-n+j} (x) convert(dur_w[j] + window_t[j])
+        beta_t    = matmul(alpha_t, convert(trans))
+        total_b   = sum_c  alpha_{len_b}(c)
+
+    with ``(+), (x)`` the semiring's ``sum`` and ``mul`` and ``window_t`` the
+    segments ending after token ``t - 1`` (:func:`_end_windows`, no copy).  Each
+    step holds ``(S, B, K, C)`` and, in torch-struct's generic ``matmul``, an
+    ``(S, B, C, C)`` broadcast -- never the ``(B, T, K, C, C)`` edge tensor; with
+    autograd (samples, k-best) the graph keeps the latter per position, so memory
+    grows as ``T S B C^2``.  Differentiable; gradients with respect to ``emit``
+    are torch-struct's "marginals" (:func:`semiring_marginals`).
+    """
+    B, T, K, C = emit.shape
+    dtype = dtype or emit.dtype
+    lengths = _lengths(lengths, B, T, emit.device)
+    init, trans, dur, emit = (x.to(dtype) for x in (init, trans, dur, emit))
+    trans_s = semiring.convert(_batched(trans, B, 2))  # (S, B, C, C)
+    dur_w = dur.transpose(-1, -2).flip(-2)  # dur_w[(b,) j, c] = dur[(b,) c, K - 1 - j]
+    betas, alphas = [semiring.convert(_batched(init, B, 1))], []
+    for t, scores in enumerate(_end_windows(emit), start=1):
+        n = scores.shape[1]  # rows j = 0 .. n - 1: segments of length n - j, starting at t - n + j
+        seg = semiring.convert(scores + dur_w[..., K - n :, :])  # (S, B, n, C)
+        alpha = semiring.sum(semiring.mul(torch.stack(betas[-n:], -2), seg).transpose(-1, -2))  # (S, B, C)
+        alphas.append(alpha)
+        if t < T:
+            betas.append(semiring.matmul(alpha.unsqueeze(-2), trans_s).squeeze(-2))
+    ends = torch.stack(alphas, -2)[:, torch.arange(B, device=emit.device), lengths - 1]  # (S, B, C)
+    return semiring.sum(ends)
+
+
+def _kmax_semiring(k: int):
+    """torch-struct's ``KMaxSemiring(k)`` with the unused slots of a converted potential at ``-inf``.
+
+    torch-struct pads with ``-1e5``, which outranks real segmentations scoring below
+    ``-1e5`` (long documents) and fills the list when fewer than ``k`` exist; ``-inf``
+    keeps them out.
+    """
+    base = KMaxSemiring(k)
+
+    class InfPaddedKMaxSemiring(base):
+        @classmethod
+        def convert(cls, potentials: torch.Tensor) -> torch.Tensor:
+            values = base.convert(potentials)
+            values[1:] = -math.inf
+            return values
+
+    return InfPaddedKMaxSemiring
+
+
+def _emit_leaf(emit: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    """A fresh leaf copy of ``emit`` in ``dtype`` whose gradient the programme reads."""
+    return emit.detach().to(dtype or emit.dtype).requires_grad_(True)
+
+
+def semiring_marginals(
+    semiring,
+    init: torch.Tensor,
+    trans: torch.Tensor,
+    dur: torch.Tensor,
+    emit: torch.Tensor,
+    lengths: torch.Tensor | None = None,
+    *,
+    dtype: torch.dtype | None = torch.float64,
+) -> torch.Tensor:
+    """``d unconvert(semiring_sum) / d emit``, shape ``(B, T, K, C)``: torch-struct's marginals per segment.
+
+    ``LogSemiring``: posterior segment marginals; ``MaxSemiring``: the Viterbi
+    segmentation as 0/1; ``SampledSemiring``: one posterior sample as 0/1
+    (forward filtering, backward sampling by autograd); ``MultiSampledSemiring``:
+    16 samples, sample ``j`` bit-coded (read it with ``to_discrete(m, j)``).  The
+    sampling semirings draw from torch's global generator.
+    """
+    with torch.enable_grad():
+        e = _emit_leaf(emit, dtype)
+        v = semiring.unconvert(semiring_sum(semiring, init.detach(), trans.detach(), dur.detach(), e, lengths, dtype=dtype))
+        return torch.autograd.grad(v.sum(), e)[0]
+
+
+def entropy(
+    init: torch.Tensor,
+    trans: torch.Tensor,
+    dur: torch.Tensor,
+    emit: torch.Tensor,
+    lengths: torch.Tensor | None = None,
+    *,
+    dtype: torch.dtype | None = torch.float64,
+) -> torch.Tensor:
+    """Entropy of the segmentation posterior, ``H(z | x) = -sum_z p(z | x) log p(z | x)``, ``(B,)`` nats.
+
+    Exact, in one forward pass of ``EntropySemiring`` (pairs ``(log Z, H)``:
+    ``(+)`` merges entropies weighted by the posterior of each branch).
+    """
+    return EntropySemiring.unconvert(semiring_sum(EntropySemiring, init, trans, dur, emit, lengths, dtype=dtype))
+
+
+def segments_from_indicator(indicator: torch.Tensor) -> list[tuple[int, int, int]]:
+    """``(start, length, state)`` triples, in order, of a 0/1 segment indicator ``(T, K, C)``."""
+    return [(s, k + 1, c) for s, k, c in indicator.nonzero().tolist()]
+
+
+def kbest(
+    k: int,
+    init: torch.Tensor,
+    trans: torch.Tensor,
+    dur: torch.Tensor,
+    emit: torch.Tensor,
+    lengths: torch.Tensor | None = None,
+    *,
+    dtype: torch.dtype | None = torch.float64,
+) -> tuple[torch.Tensor, list[list[list[tuple[int, int, int]]]]]:
+    """The ``k`` highest-scoring segmentations of each sequence (``KMaxSemiring(k)``).
+
+    Returns ``scores (k, B)``, best first, ``-inf`` past the number of
+    segmentations a sequence has, and ``segmentations[b]``: the ``(start, length,
+    state)`` lists of the finite scores, best first.  Segmentation ``i`` is the
+    gradient of score ``i`` with respect to ``emit`` (a 0/1 indicator of its
+    segments), as in torch-struct's ``topk``: ``k`` backward passes through one
+    graph.
+    """
+    with torch.enable_grad():
+        e = _emit_leaf(emit, dtype)
+        scores = semiring_sum(_kmax_semiring(k), init.detach(), trans.detach(), dur.detach(), e, lengths, dtype=dtype)
+        parts = [torch.autograd.grad(scores[i].sum(), e, retain_graph=i < k - 1)[0] for i in range(k)]
+    scores = scores.detach()
+    segmentations = [
+        [segments_from_indicator(part[b]) for part, score in zip(parts, scores[:, b]) if score > -math.inf]
+        for b in range(emit.shape[0])
+    ]
+    return scores, segmentations
+
+
+def sample(
+    n: int,
+    init: torch.Tensor,
+    trans: torch.Tensor,
+    dur: torch.Tensor,
+    emit: torch.Tensor,
+    lengths: torch.Tensor | None = None,
+    *,
+    dtype: torch.dtype | None = torch.float64,
+) -> torch.Tensor:
+    """``n`` exact posterior samples ``z ~ p(z | x)`` per sequence: 0/1 segment indicators ``(n, B, T, K, C)``.
+
+    ``MultiSampledSemiring``: each backward pass of the log-partition draws 16
+    independent segmentations (forward filtering, backward sampling), bit-coded
+    in one gradient.  Draws come from torch's global generator (seed it with
+    ``torch.manual_seed``).  :func:`segments_from_indicator` lists a sample's segments.
+    """
+    sr = MultiSampledSemiring
+    draws = []
+    while len(draws) < n:
+        coded = semiring_marginals(sr, init, trans, dur, emit, lengths, dtype=dtype)
+        draws += [sr.to_discrete(coded, j) for j in range(16)]
+    return torch.stack(draws[:n])

@@ -2,6 +2,7 @@
 
     python -m experiments.benchmarks.hsmm_forward [--sizes 16,64,256,800] [--dtypes float64,float32] [--mem-gb 10]
     python -m experiments.benchmarks.hsmm_forward --floor-only   # ours/floor only (quick)
+    python -m experiments.benchmarks.hsmm_forward --floor-only --semirings 16,64   # + entropy, k-best, samples
 
 For ``B = 8, T = 400, K = 12`` (segment lengths 1..12) and each ``C``:
 
@@ -20,7 +21,11 @@ For ``B = 8, T = 400, K = 12`` (segment lengths 1..12) and each ``C``:
   (:func:`_edge_scan`, a per-position ``logsumexp`` over ``(k, c_prev)``; the
   fair CPU baseline, since torch-struct 0.5 comments its linear scan out).
 
-``--floor-only`` skips the torch-struct and edge-scan probes.
+``--floor-only`` skips the torch-struct and edge-scan probes.  ``--semirings 16,64``
+times, at those ``C``, the programmes over torch-struct's semirings
+(:func:`~critics.hsmm.semimarkov.entropy`, :func:`~critics.hsmm.semimarkov.kbest`
+with ``k = 5``, :func:`~critics.hsmm.semimarkov.sample` of 16 draws) against our
+``log Z``.  The last lines repeat ``ours/floor`` per ``C`` and dtype.
 
 Every measurement runs in its own subprocess with ``RLIMIT_AS`` set to
 ``--mem-gb`` (and a time limit), so a size that wants terabytes fails with an
@@ -49,6 +54,13 @@ RATIO_NOTES = (
     "edge-scan ratio: a linear logsumexp scan over torch-struct's edge tensor (B, T, K + 1, C, C) over ours "
     "at the same size; > 1 means the factorised recursion is faster.",
 )
+
+
+SEMIRING_PROGRAMMES = {  # the recursion over torch-struct's semirings; each returns a (B,) tensor
+    "entropy": lambda sm, *f: sm.entropy(*f),
+    "kbest5": lambda sm, *f: sm.kbest(5, *f)[0][-1],
+    "sample16": lambda sm, *f: sm.sample(16, *f).sum((0, 2, 3, 4)),
+}
 
 
 def _edge_scan(edge):
@@ -103,6 +115,12 @@ def _worker(impl: str, B: int, T: int, K: int, C: int, device: str, threads: int
             if backward:
                 torch.autograd.grad(z.sum(), e)
             return z
+    elif impl in SEMIRING_PROGRAMMES:
+        def run(backward: bool):
+            if backward:
+                raise RuntimeError("not measured")
+            with torch.no_grad():
+                return SEMIRING_PROGRAMMES[impl](sm, init, trans, dur, emit)
     else:
         def run(backward: bool):
             e = emit.detach().requires_grad_(backward)
@@ -206,6 +224,14 @@ def _compare(impl, label, B, T, K, C, args, row, ours) -> str:
     return text + f"; max |dlogZ| {diff:.1e}"
 
 
+def _print_ratios(rows: list[dict], dtypes: list[str]) -> None:
+    """One line per ``C``: ``ours/floor`` in each dtype (the issue's targets: <= 2x at C = 800, <= 8x at C = 64)."""
+    print("ours/floor: " + ", ".join(dtypes))
+    for row in rows:
+        ratios = [f"{o['ratio_floor']:.2f}x" if (o := row["ours"].get(dt, {})).get("ok") else "-" for dt in dtypes]
+        print(f"  C={row['C']:<4} " + "  ".join(ratios))
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--worker", nargs=5, metavar=("IMPL", "B", "T", "K", "C"))
@@ -221,6 +247,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--min-T", type=int, default=4, help="smallest T probed for torch-struct and the edge scan")
     ap.add_argument("--floor-only", action="store_true", help="only ours and the floor: skip torch-struct, edge scan")
+    ap.add_argument("--semirings", default="", help="C values at which to time entropy, kbest(5) and "
+                    "sample(16) over torch-struct's semirings (float64), e.g. 16,64")
     ap.add_argument("--json", help="write the results here too")
     args = ap.parse_args(argv)
     if args.worker:
@@ -250,7 +278,14 @@ def main(argv=None) -> dict:
         if ours["ok"] and not args.floor_only:
             print(_compare("torch_struct", "torch-struct partition (float64)", B, T, K, C, args, row, ours), flush=True)
             print(_compare("edge_scan", "linear edge scan (float64)", B, T, K, C, args, row, ours), flush=True)
+        if ours["ok"] and str(C) in args.semirings.split(","):
+            for impl in SEMIRING_PROGRAMMES:
+                res = row[impl] = _measure(impl, B, T, K, C, args)
+                print(f"C={C:<4} {impl} (torch-struct semiring, float64): " + (
+                    f"{res['forward_s']:.3f} s, {res['forward_s'] / ours['forward_s']:.1f}x ours log Z, "
+                    f"peak {res['peak_mem_gb']:.2f} GiB" if res["ok"] else f"failed: {res['why']}"), flush=True)
         rows.append(row)
+    _print_ratios(rows, dtypes)
     result = {"B": B, "T": T, "K": K, "device": args.device, "threads": args.threads, "mem_gb": args.mem_gb, "rows": rows}
     if args.json:
         with open(args.json, "w") as fh:

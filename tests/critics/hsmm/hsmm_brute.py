@@ -52,3 +52,11 @@ def brute_marginals(init, trans, dur, emit_b, length):
             if m:
                 m_trans[segs[m - 1][2], c] += wi
     return log_z, m_init, m_trans, m_dur, m_emit
+
+
+def brute_posterior(init, trans, dur, emit_b, length):
+    """``{segmentation (tuple of (start, len, state)): (score, posterior probability)}`` by enumeration."""
+    paths = enumerate_paths(init, trans, dur, emit_b, length)
+    scores = torch.stack([s for s, _ in paths])
+    probs = (scores - torch.logsumexp(scores, 0)).exp()
+    return {tuple(segs): (float(s), float(p)) for (s, segs), p in zip(paths, probs)}

@@ -13,7 +13,7 @@ from critic.document import Document, Section
 from critics.hsmm import HSMMCritic
 from critics.hsmm.model import HSMMLM, _cut
 from critics.hsmm.ngrams import build_vocab, window_codes
-from hsmm_brute import enumerate_paths
+from hsmm_brute import brute_posterior, enumerate_paths
 
 
 def _docs(n, seed=0):
@@ -58,6 +58,26 @@ def test_latent_nll_equals_enumerated_cross_entropy(fitted):
         ])
         assert float(nll[b]) == pytest.approx(float(-(w * prior_ll).sum()), rel=1e-9)
         assert float(steps[b]) == pytest.approx(float((w * torch.tensor([len(s) for _, s in paths])).sum()), rel=1e-9)
+
+
+def test_entropy_and_kbest_of_documents_match_enumeration(fitted):
+    docs = [Document(id=str(i), sections=(Section(None, t),)) for i, t in enumerate(["a b .", "c d e . a b ."])]
+    bad = Document(id="bad", sections=(Section(None, "a zz"),))
+    entropy = fitted.entropy(docs + [bad])
+    assert list(entropy) == ["0", "1"]  # the document that cannot be projected is left out
+    kept, q, _ = fitted.posterior(docs)
+    for b, d in enumerate(docs):
+        exact = brute_posterior(q.init, q.trans, q.dur, q.emit[b], int(q.lengths[b]))
+        p = torch.tensor([pr for _, pr in exact.values()], dtype=torch.float64)
+        assert entropy[d.id] == pytest.approx(float(-torch.special.xlogy(p, p).sum()), abs=1e-9)
+        best = fitted.kbest(d, k=3)
+        ranked = sorted(exact.items(), key=lambda item: -item[1][1])[:3]
+        assert [lp for lp, _ in best] == pytest.approx([np.log(pr) for _, (_, pr) in ranked], abs=1e-9)
+        tokens = d.text.split()
+        assert [segs for _, segs in best] == [[(tokens[s: s + n], c) for s, n, c in z] for z, _ in ranked]
+    assert q.sample((5,)).shape == (5, *q.emit.shape)
+    with pytest.raises(ValueError, match="cannot be projected"):
+        fitted.kbest(bad)
 
 
 def test_validation_documents_that_cannot_be_used_are_counted_never_replaced():
