@@ -47,7 +47,7 @@ _POSITIVE = {"min": 1}
 _RATE = {"gt": 0}
 SCHEMA = Schema(
     keys={
-        "threads": Key(int, min=1, help="torch threads (absent: torch's default)"),
+        "threads": Key(int, min=1, help="torch threads (absent: the command's --threads, default 1)"),
         "hsmm_ngrams_end_at_delimiter": Key(bool, help="n-grams hold the delimiter only as last token (default true)"),
     },
     tables={

@@ -245,3 +245,10 @@ def test_threads_are_set_and_recorded_and_do_not_change_the_numbers(corpus, tmp_
         torch.set_num_threads(before)
     strip = lambda r: {k: v for k, v in r.items() if k != "environment"}  # noqa: E731
     assert strip(saved[1]) == strip(saved[2])
+    try:  # no --threads: one thread (reproducible bytes on a loaded machine), whatever torch had
+        torch.set_num_threads(2)
+        assert main(["compare", str(model), "--reference", str(corpus / "test.jsonl"), "--candidate",
+                     f"same={corpus / 'valid.jsonl'}", "--n-bootstrap", "50", "--out", str(tmp_path / "r")]) == 0
+        assert json.loads((tmp_path / "r" / "results.json").read_text())["environment"]["torch_threads"] == 1
+    finally:
+        torch.set_num_threads(before)
