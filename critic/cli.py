@@ -32,7 +32,8 @@ import numpy as np
 import torch
 
 from . import progress, registry
-from .config import ConfigError, check_config, check_params, describe_settings, line_of, read_toml, suggest
+from .config import (ConfigError, check_config, check_params, describe_settings, line_of, read_toml, seeded_params,
+                     suggest)
 from .critic import Critic, resolve_device
 from .criticism import criticize
 from .io import check_replaceable
@@ -113,7 +114,8 @@ def _named_file(text: str) -> tuple[str, Path]:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="random seed (default 0); a critic fitted here takes it as its own seed setting")
     p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda[:N]; never a silent fallback")
     p.add_argument("--threads", type=_positive_int, default=1,
                    help="torch threads of this process (default 1: the same bytes on any machine, and 3.7-4x faster "
@@ -165,7 +167,7 @@ def _params(cls: type, text: str | None) -> dict:
 
 def cmd_fit(args) -> int:
     cls = registry.get_critic(args.critic)
-    params = _params(cls, args.params)
+    params = seeded_params(cls, _params(cls, args.params), args.seed, where="--params")
     check_replaceable(args.out, "critic.json", "a saved critic")
     train, _ = _read(args, args.train)
     valid = _read(args, args.valid)[0] if args.valid else None

@@ -431,3 +431,11 @@ def check_call(fn: Callable, params: Any, *, where: str = "params", what: str = 
 def check_params(cls: type, params: Any, *, where: str = "params") -> dict:
     """Check settings for ``cls(**params)`` against its ``__init__`` (see :func:`check_call`)."""
     return check_call(cls.__init__, params, where=where, owner=f"critic {getattr(cls, 'name', cls.__name__)!r}")
+
+
+def seeded_params(cls: type, params: dict, seed: int, *, where: str = "params", seed_option: str = "--seed") -> dict:
+    """``params`` with the run's ``seed`` as the critic's own ``seed`` setting, where its ``__init__`` has one: one
+    seed, recorded once in the saved critic.  A ``seed`` among ``params`` is refused, naming ``seed_option``."""
+    if "seed" in params:
+        raise ConfigError(f"{where}: 'seed' is the run's seed: give {seed_option} {params['seed']} instead")
+    return {**params, "seed": seed} if "seed" in inspect.signature(cls.__init__).parameters else dict(params)

@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError, Key, Schema, check_params
+from .config import ConfigError, Key, Schema, check_params, seeded_params
 from .critic import Critic
 from .inputs import FORMATS, InputOptions, ReadReport, read_documents
 from .io import sha256_file
@@ -100,7 +100,9 @@ def _check_critics(entries: list[dict]) -> list[dict]:
         if "fit" in entry:
             if "train" not in entry:
                 raise ConfigError(f"{where} ({label}): fit needs train (the real documents to fit on)")
-            check_params(get_critic(entry["fit"]), entry.get("params", {}), where=f"{where} ({label}) params")
+            params = check_params(get_critic(entry["fit"]), entry.get("params", {}), where=f"{where} ({label}) params")
+            seeded_params(get_critic(entry["fit"]), params, 0, where=f"{where} ({label}) params",
+                          seed_option="the run's --seed")  # refuses a seed of its own before anything runs
         elif set(entry) & {"train", "valid", "params"}:
             raise ConfigError(f"{where} ({label}): train, valid and params go with fit, not with a saved critic")
     return entries
@@ -129,7 +131,10 @@ def _critic(entry: dict, out: Path, device: str, seed: int, options: InputOption
     train = _read(entry["train"], options, "train")[0]
     valid = _read(entry["valid"], options, "valid")[0] if "valid" in entry else None
     _log(f"critic {entry['label']}: fitting {entry['fit']} on {len(train)} documents")
-    critic = get_critic(entry["fit"])(**entry.get("params", {})).to(device).fit(train, validation=valid)
+    cls = get_critic(entry["fit"])
+    params = seeded_params(cls, entry.get("params", {}), seed, where=f"[[critics]] {entry['label']!r} params",
+                           seed_option="the run's --seed")
+    critic = cls(**params).to(device).fit(train, validation=valid)
     critic.save(stage.path)
     stage.commit()
     _log(f"critic {entry['label']}: {critic.fit_summary(len(train))}")

@@ -252,3 +252,24 @@ def test_threads_are_set_and_recorded_and_do_not_change_the_numbers(corpus, tmp_
         assert json.loads((tmp_path / "r" / "results.json").read_text())["environment"]["torch_threads"] == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_the_command_s_seed_is_the_critic_s_seed(corpus, tmp_path, capsys):
+    """critic fit lda --seed S saves seed S as the critic's own setting (fits with other seeds differ; the same
+    seed gives the same state), and a seed in --params is refused in favour of --seed."""
+    from critic import Critic
+
+    test = read_jsonl(corpus / "test.jsonl")
+    scores = {}
+    for name, seed in (("a", 1), ("b", 2), ("c", 1)):
+        assert main(["fit", "lda", "--train", str(corpus / "train.jsonl"), "--out", str(tmp_path / name),
+                     "--params", '{"num_topics": 3}', "--seed", str(seed)]) == 0
+        critic = Critic.load(tmp_path / name)
+        assert critic.get_params()["seed"] == seed
+        scores[name] = critic.score(test).latent_nll
+    np.testing.assert_array_equal(scores["a"], scores["c"])
+    assert np.abs(scores["a"] - scores["b"]).max() > 1e-3  # another seed, another fit
+    capsys.readouterr()
+    assert main(["fit", "lda", "--train", str(corpus / "train.jsonl"), "--out", str(tmp_path / "d"),
+                 "--params", '{"seed": 3}']) == 2
+    assert "--params: 'seed' is the run's seed: give --seed 3 instead" in capsys.readouterr().err

@@ -94,6 +94,8 @@ def test_run_gives_the_report_command_s_report_and_resumes(files, capsys):
     (("fit = \"lda\"", "fit = \"ldaa\""), "unknown critic 'ldaa' (did you mean 'lda'?)"),
     (("num_topics = 3", "num_topiks = 3"), "[[critics]] #2 (topics) params: critic 'lda' has no setting 'num_topiks'"),
     (("params = {delta", "trian = 1\nparams = {delta"), "[[critics]] #1: unknown key(s) trian"),
+    (("num_topics = 3", "num_topics = 3, seed = 4"),
+     "[[critics]] #2 (topics) params: 'seed' is the run's seed: give the run's --seed 4 instead"),
     (("flag_level = 0.5", "flag_level = 2"), "flag_level"),
     (("flag_level = 0.5", "flag_level = 0.5\nword_ppl = {nobody = 3}"), "[report] word_ppl: nobody = 3: needs a candidate"),
 ])
