@@ -32,6 +32,8 @@ import numpy as np
 import torch
 
 from . import progress, registry
+from .cli_args import (common_options, named_file, named_number, positive_int, probability,
+                       resampling_options)
 from .config import (ConfigError, check_config, check_params, describe_settings, line_of, read_toml, seeded_params,
                      suggest)
 from .critic import Critic, resolve_device
@@ -73,55 +75,6 @@ class _Parser(argparse.ArgumentParser):
         for name, err in registry.plugin_errors().items():
             message += f"\nnote: plugin {name!r} failed to import ({err})"
         super().error(message)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
-    return value
-
-
-def _probability(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must lie in (0, 1], got {value}")
-    return value
-
-
-def _named_number(text: str) -> tuple[str, float]:
-    name, sep, value = text.partition("=")
-    try:
-        number = float(value)
-    except ValueError:
-        number = float("nan")
-    if not sep or not name or not (number > 0 and number < float("inf")):
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE with a positive number, got {text!r}")
-    return name, number
-
-
-def _named_file(text: str) -> tuple[str, Path]:
-    name, sep, path = text.partition("=")
-    if not sep or not name or not path:
-        raise argparse.ArgumentTypeError(f"expected NAME=FILE, got {text!r}")
-    return name, Path(path)
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=int, default=0,
-                   help="random seed (default 0); a critic fitted here takes it as its own seed setting")
-    p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda[:N]; never a silent fallback")
-    p.add_argument("--threads", type=_positive_int, default=1,
-                   help="torch threads of this process (default 1: the same bytes on any machine, and 3.7-4x faster "
-                        "than one per core beside another job; more can help on an idle many-core machine; Dask "
-                        "workers use 1; a study's own threads setting applies to its stages); recorded in "
-                        "results.json")
 
 
 def _input_options(p: argparse.ArgumentParser) -> None:
@@ -426,13 +379,6 @@ def cmd_data_convert(args) -> int:
 
 
 # ------------------------------------------------------------------ parser
-def _resampling_options(p) -> None:
-    p.add_argument("--n-bootstrap", type=_positive_int, default=1000, help="bootstrap resamples of the CIs (default 1000)")
-    p.add_argument("--n-permutations", type=_positive_int, default=2000,
-                   help="permutations of the two-sample tests (default 2000; exact when the two sets have no more "
-                        "splits)")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="critic", description="Model criticism in latent space.")
     parser.add_argument("--debug", action="store_true", help="show the traceback of any error (for bug reports)")
@@ -454,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "critic does)")
         f.add_argument("--out", required=True, type=Path, help="folder to save the fitted critic in")
         f.add_argument("--params", help='critic settings as JSON, e.g. \'{"delta": 0.1}\'')
-        _common(f)
+        common_options(f)
         _input_options(f)
         f.set_defaults(func=cmd_fit)
 
@@ -464,12 +410,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="JSONL file, written chunk by chunk; a rerun resumes (default: stdout)")
     p.add_argument("--shard", metavar="I/N", help="score only the I-th of N shards (cut on batch boundaries); "
                                                  "critic merge puts the parts together")
-    p.add_argument("--workers", type=_positive_int, help="score on an embedded Dask cluster of N worker processes")
+    p.add_argument("--workers", type=positive_int, help="score on an embedded Dask cluster of N worker processes")
     p.add_argument("--scheduler", metavar="ADDRESS", help="score on an existing Dask cluster (tcp://HOST:PORT)")
-    p.add_argument("--chunk-batches", type=_positive_int,
+    p.add_argument("--chunk-batches", type=positive_int,
                    help=f"batches per chunk, the unit written, resumed and sharded (default: about "
                         f"{CHUNK_DOCUMENTS} documents)")
-    _common(p)
+    common_options(p)
     _input_options(p)
     p.set_defaults(func=cmd_score)
 
@@ -481,11 +427,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="criticise candidate sets against a reference set")
     p.add_argument("critic_dir", type=Path)
     p.add_argument("--reference", required=True, type=Path)
-    p.add_argument("--candidate", action="append", type=_named_file, default=[], metavar="NAME=FILE")
+    p.add_argument("--candidate", action="append", type=named_file, default=[], metavar="NAME=FILE")
     p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--top", type=_positive_int, default=10)
-    _resampling_options(p)
-    _common(p)
+    p.add_argument("--top", type=positive_int, default=10)
+    resampling_options(p)
+    common_options(p)
     _input_options(p)
     p.set_defaults(func=cmd_compare)
 
@@ -493,20 +439,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--critic", action="append", required=True, metavar="[LABEL=]DIR",
                    help="a saved critic's folder, repeatable (label: the folder's name unless given)")
     p.add_argument("--reference", required=True, type=Path, help="real documents to compare with")
-    p.add_argument("--candidate", action="append", type=_named_file, default=[], metavar="NAME=FILE",
+    p.add_argument("--candidate", action="append", type=named_file, default=[], metavar="NAME=FILE",
                    help="generations to criticise, repeatable")
     p.add_argument("--out", required=True, type=Path, help="report folder (index.html, results.json, ...)")
-    p.add_argument("--top", type=_positive_int, default=20,
+    p.add_argument("--top", type=positive_int, default=20,
                    help="flag at most this many documents per critic and set (default 20)")
-    p.add_argument("--flag-level", type=_probability, default=0.01,
+    p.add_argument("--flag-level", type=probability, default=0.01,
                    help="flag a document when its outlier p-value is at most this (default 0.01)")
-    _resampling_options(p)
-    p.add_argument("--word-ppl", action="append", type=_named_number, default=[], metavar="NAME=VALUE",
+    resampling_options(p)
+    p.add_argument("--word-ppl", action="append", type=named_number, default=[], metavar="NAME=VALUE",
                    help="a candidate's word perplexity (from critic lm ppl), shown beside the critics; repeatable")
     p.add_argument("--mauve", action="store_true",
                    help="MAUVE of each candidate against the reference (offline MiniLM features; sets of at least "
                         "50 documents)")
-    _common(p)
+    common_options(p)
     _input_options(p)
     p.set_defaults(func=cmd_report)
 
@@ -514,16 +460,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("critic_dir", type=Path)
     p.add_argument("--reference", required=True, type=Path)
     p.add_argument("--input", required=True, type=Path)
-    p.add_argument("--top", type=_positive_int, default=10)
-    p.add_argument("--n-bootstrap", type=_positive_int, default=200)
-    _common(p)
+    p.add_argument("--top", type=positive_int, default=10)
+    p.add_argument("--n-bootstrap", type=positive_int, default=200)
+    common_options(p)
     _input_options(p)
     p.set_defaults(func=cmd_outliers)
 
     p = sub.add_parser("run", help="run an experiment from a TOML config (stages resume when unchanged)")
     p.add_argument("config", type=Path)
     p.add_argument("--out", type=Path, help="run directory (default runs/CONFIG-NAME)")
-    _common(p)
+    common_options(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("data", help="build or convert corpora")

@@ -15,11 +15,14 @@ from __future__ import annotations
 import html
 import json
 import math
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .document import Document
-from .panel import Flag, PanelResult
-from .results import HEADLINES, TWO_SIDED_NOTE, CriticismResult
+from .labels import HEADLINES, STATISTICS, TWO_SIDED_NOTE
+
+if TYPE_CHECKING:  # annotations only: the result objects render here, they do not depend on it
+    from .panel import Flag, PanelResult
+    from .results import CriticismResult
 
 __all__ = ["render_index", "render_document", "report_warnings", "summary_html", "number", "DocumentView"]
 
@@ -143,8 +146,6 @@ def _summary_rows(label: str, result: CriticismResult) -> list[str]:
 
 def _statistics(result: CriticismResult, s) -> str:
     """The set's other statistics (word PPL, MAUVE, ...) as ``name value``; a missing one with its reason."""
-    from .results import STATISTICS
-
     key = "reference" if s is result.reference else f"candidates.{s.name}"
     cells = []
     for name, value in s.statistics.items():
@@ -155,12 +156,12 @@ def _statistics(result: CriticismResult, s) -> str:
     return "; ".join(cells)
 
 
-def summary_html(panel: PanelResult) -> str:
-    """The summary table of every critic and set (the report's, and a notebook's ``_repr_html_``)."""
+def summary_html(results: Mapping[str, CriticismResult]) -> str:
+    """The summary table of every critic (by label) and set (the report's, and a notebook's ``_repr_html_``)."""
     head = ("<tr><th class=\"l\">critic</th><th class=\"l\">set</th><th>n</th><th class=\"l\">statistic</th>"
             "<th>value</th><th>95% CI</th><th>Δ vs reference</th><th>95% CI</th><th>p-value</th><th>skipped</th>"
             "<th>unknown</th><th class=\"l\">other statistics</th></tr>")
-    rows = [row for label, result in panel.results.items() for row in _summary_rows(label, result)]
+    rows = [row for label, result in results.items() for row in _summary_rows(label, result)]
     return (f"<table id=\"summary\"><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
             "<p class=\"muted\">Each critic's statistic is the one that fits its latent: Latent PPL for discrete "
             f"chains, Latent NLL for continuous latents. {_e(TWO_SIDED_NOTE)}</p>")
@@ -204,7 +205,7 @@ def render_index(panel: PanelResult, flags: list[Flag], figures: Mapping[str, Ma
     if warnings:
         parts.append("<div id=\"warnings\">" + "".join(f"<div class=\"warn\">⚠ {_e(w)}</div>" for w in warnings)
                      + "</div>")
-    parts += ["<h2>Summary</h2>", summary_html(panel)]
+    parts += ["<h2>Summary</h2>", summary_html(panel.results)]
     for label, captions in figures.items():
         parts.append(f"<h2>{_e(label)}</h2>")
         parts += [f"<figure>{svg}<figcaption>{_e(caption)}</figcaption></figure>" for caption, svg in captions.items()]

@@ -117,7 +117,7 @@ class PanelResult:
         """A notebook shows the report's summary table."""
         from .html import summary_html
 
-        return summary_html(self)
+        return summary_html(self.results)
 
 
 def criticize_panel(critics: Mapping[str, Critic], reference: Sequence[Document],

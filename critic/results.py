@@ -38,6 +38,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .labels import HEADLINES, HIGHER_IS_BETTER, STATISTICS, TWO_SIDED_NOTE
+
 __all__ = ["SCHEMA_VERSION", "HIGHER_IS_BETTER", "STATISTICS", "HEADLINES", "DocumentResult", "Comparison",
            "SetResult", "CriticismResult", "json_ready", "markdown_table", "outliers_table"]
 
@@ -52,21 +54,6 @@ def _pair(value: Any) -> tuple[float, float]:
 
 SCHEMA_VERSION = 1
 
-HIGHER_IS_BETTER = {
-    "latent_nll": None,    # two-sided: a distance from the reference in either direction is the finding
-    "latent_ppl": None,    # (degenerate generations with few latent steps score *below* real text)
-    "difference": None,    # candidate minus reference
-    "p_value": True,       # permutation test of the compared statistic: small p = the candidate differs
-    "outlier_p_value": True,
-}
-
-STATISTICS = {
-    # name: (higher is better, Markdown column heading)
-    "word_ppl": (False, "word PPL"),
-    "mauve": (True, "MAUVE"),
-    "pdd": (False, "PDD"),
-}
-"""Known set statistics beside Latent NLL; :meth:`CriticismResult.add_statistic` accepts others too."""
 
 
 @dataclass
@@ -272,9 +259,9 @@ class CriticismResult:
 
     def _repr_html_(self) -> str:
         """A notebook shows the report's summary table (this critic's rows)."""
-        from .panel import PanelResult
+        from .html import summary_html
 
-        return PanelResult({self.critic_name: self})._repr_html_()
+        return summary_html({self.critic_name: self})
 
 
 def json_ready(obj: Any) -> dict:
@@ -315,10 +302,6 @@ def _ci(ci: tuple[float, float]) -> str:
     return "—" if not all(math.isfinite(v) for v in ci) else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
-HEADLINES = {"latent_ppl": "Latent PPL", "latent_nll": "Latent NLL"}
-TWO_SIDED_NOTE = ("Δ and p compare each set with the reference on the headline statistic (p: permutation test of "
-                  "that statistic); a difference in either direction is a distance from the reference, not "
-                  "better or worse.")
 
 
 def markdown_table(result: CriticismResult) -> str:

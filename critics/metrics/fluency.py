@@ -244,7 +244,7 @@ class CausalLMFluency:
                  prefix: str | None = None, device: str = "cpu"):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from .encoders import smollm2_gguf
+        from critic.lm.offline import smollm2_gguf
 
         if model is None:
             model, gguf_file = smollm2_gguf()

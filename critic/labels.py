@@ -1,0 +1,28 @@
+"""How the tables name and read the statistics: shared by the result objects and every rendering of them."""
+
+from __future__ import annotations
+
+__all__ = ["HIGHER_IS_BETTER", "STATISTICS", "HEADLINES", "TWO_SIDED_NOTE"]
+
+HIGHER_IS_BETTER = {  # None: two-sided (results.json's "higher_is_better" per statistic)
+    "latent_nll": None,    # two-sided: a distance from the reference in either direction is the finding
+    "latent_ppl": None,    # (degenerate generations with few latent steps score *below* real text)
+    "difference": None,    # candidate minus reference
+    "p_value": True,       # permutation test of the compared statistic: small p = the candidate differs
+    "outlier_p_value": True,
+}
+
+STATISTICS = {
+    # name: (higher is better, Markdown column heading)
+    "word_ppl": (False, "word PPL"),
+    "mauve": (True, "MAUVE"),
+    "pdd": (False, "PDD"),
+}
+"""Known set statistics beside Latent NLL; :meth:`CriticismResult.add_statistic` accepts others too."""
+
+HEADLINES = {"latent_ppl": "Latent PPL", "latent_nll": "Latent NLL"}
+"""The headline statistics a critic can have (:attr:`critic.Critic.headline`), as tables name them."""
+
+TWO_SIDED_NOTE = ("Δ and p compare each set with the reference on the headline statistic (p: permutation test of "
+                  "that statistic); a difference in either direction is a distance from the reference, not "
+                  "better or worse.")

@@ -1,0 +1,95 @@
+"""The package's layers, read from the source: the core (``critic``) imports nothing above it, the critics import
+no study, and no module of the core imports one that imports it back (lazy imports inside functions included;
+imports for annotations only, under ``TYPE_CHECKING``, are not dependencies)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _modules(package: str) -> dict[str, Path]:
+    out = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """Every module ``name`` imports (absolute names; ``from pkg import module`` as the module), skipping
+    ``if TYPE_CHECKING:`` blocks."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+               and getattr(block.test, "id", None) == "TYPE_CHECKING" for n in ast.walk(block)}
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            out |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else [])) \
+                if node.level else node.module
+            out |= {f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names}
+    return out - {name}
+
+
+def _graph(package: str) -> dict[str, set[str]]:
+    modules = _modules(package)
+    return {name: _imports(name, path, set(modules)) for name, path in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v] & set(graph):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+@pytest.mark.parametrize("package, above", [("critic", ("critics", "experiments")), ("critics", ("experiments",))])
+def test_a_layer_imports_nothing_above_it(package, above):
+    upward = sorted(f"{name} -> {target}" for name, targets in _graph(package).items() for target in targets
+                    if target.split(".")[0] in above)
+    assert upward == []
+
+
+def test_the_core_has_no_import_cycle():
+    assert _cycles(_graph("critic")) == []
+
+
+def test_the_walker_sees_lazy_imports_and_cycles():
+    """The checks can fail: a lazy import is an edge, and two modules importing each other are a cycle."""
+    graph = _graph("critic")
+    assert "critic.html" in graph["critic.panel"]  # imported inside PanelResult._repr_html_
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
