@@ -77,7 +77,10 @@ class CorrelatedTopicCritic(Critic):
     Settings: ``num_topics`` (K); SVI fitting: ``steps``, ``train_batch_size``, ``lr``,
     ``num_particles``, ``tol`` (relative change of the windowed ELBO), ``topic_concentration``
     (a symmetric Dirichlet on each topic's word distribution, ``None``: none); inference for new
-    documents: ``infer_steps``, ``infer_batch_size``, ``infer_lr``, ``infer_samples``, ``infer_tol``;
+    documents: ``infer_method`` (``"adam"``: Adam with ``infer_lr`` and ``infer_samples`` fresh draws per
+    step; ``"newton"``: Newton steps on the ELBO with ``infer_draws`` fixed draws; see
+    :func:`~critics.topics.ctm.infer_local`), ``infer_steps`` (most iterations or steps), ``infer_batch_size``,
+    ``infer_tol`` (``None``: the method's default);
     ``seed``; ``mean_only`` (score the variational mean only, as the authors did); vocabulary:
     ``max_doc_freq``, ``min_count``, ``stop_words``.
 
@@ -95,8 +98,8 @@ class CorrelatedTopicCritic(Critic):
     def __init__(self, *, num_topics: int = 100, steps: int = 3000, train_batch_size: int = 256, lr: float = 0.05,
                  num_particles: int = 1, tol: float = 1e-5, topic_concentration: float | None = None,
                  infer_steps: int = 300, infer_batch_size: int = 512, infer_lr: float = 0.05, infer_samples: int = 4,
-                 infer_tol: float = 1e-4, seed: int = 0, mean_only: bool = False, max_doc_freq: float = 0.5,
-                 min_count: int = 1, stop_words: bool = True):
+                 infer_tol: float | None = None, infer_method: str = "adam", infer_draws: int = 64, seed: int = 0,
+                 mean_only: bool = False, max_doc_freq: float = 0.5, min_count: int = 1, stop_words: bool = True):
         self.num_topics = num_topics
         self.steps = steps
         self.train_batch_size = train_batch_size
@@ -109,6 +112,8 @@ class CorrelatedTopicCritic(Critic):
         self.infer_lr = infer_lr
         self.infer_samples = infer_samples
         self.infer_tol = infer_tol
+        self.infer_method = infer_method
+        self.infer_draws = infer_draws
         self.seed = seed
         self.mean_only = mean_only
         self.max_doc_freq = max_doc_freq
@@ -120,8 +125,10 @@ class CorrelatedTopicCritic(Critic):
             raise ValueError(f"num_topics must be an integer >= 2, got {self.num_topics!r}")
         if not 0 < self.max_doc_freq <= 1:
             raise ValueError(f"max_doc_freq must be in (0, 1], got {self.max_doc_freq!r}")
-        for name in ("steps", "train_batch_size", "infer_steps", "infer_batch_size", "infer_samples", "min_count",
-                     "num_particles"):
+        if self.infer_method not in ("newton", "adam"):
+            raise ValueError(f"infer_method must be 'newton' or 'adam', got {self.infer_method!r}")
+        for name in ("steps", "train_batch_size", "infer_steps", "infer_batch_size", "infer_samples", "infer_draws",
+                     "min_count", "num_particles"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -190,8 +197,9 @@ class CorrelatedTopicCritic(Critic):
         return self
 
     def _infer(self, bow: BagOfWords):
-        return infer_local(self.globals_, bow, steps=self.infer_steps, lr=self.infer_lr, num_samples=self.infer_samples,
-                           batch_size=self.infer_batch_size, tol=self.infer_tol, seed=self.seed)
+        return infer_local(self.globals_, bow, method=self.infer_method, steps=self.infer_steps, tol=self.infer_tol,
+                           lr=self.infer_lr, num_samples=self.infer_samples, num_draws=self.infer_draws,
+                           batch_size=self.infer_batch_size, seed=self.seed)
 
     def project(self, docs: Sequence[Document]) -> Projection:
         """Fit ``q(z|x) = N(m, diag v)`` to every document with an in-vocabulary word (globals frozen).
