@@ -379,9 +379,19 @@ def cmd_data_convert(args) -> int:
 
 
 # ------------------------------------------------------------------ parser
+def _plugins_asked(argv: Sequence[str]) -> list[str]:
+    """The ``--plugin`` values given before the command (read ahead of the full parse)."""
+    early = argparse.ArgumentParser(add_help=False)
+    early.add_argument("--plugin", action="append", default=[])
+    return early.parse_known_args(list(argv))[0].plugin
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="critic", description="Model criticism in latent space.")
     parser.add_argument("--debug", action="store_true", help="show the traceback of any error (for bug reports)")
+    parser.add_argument("--plugin", action="append", default=[], metavar="FILE_OR_MODULE",
+                        help="import a module (or .py file) of your own critics first, e.g. critic --plugin "
+                             "my_critics.py fit my-critic ...; repeatable, also read from $CRITIC_PLUGINS")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("list", help="list critics, metrics and corpora")
@@ -511,6 +521,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0, 2 for bad input or usage, 130 on Ctrl-C)."""
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     try:
+        for spec in _plugins_asked(sys.argv[1:] if argv is None else argv):
+            registry.add_plugin(spec)  # before the parser: a plugin's critics become `critic fit NAME` choices
         parser = build_parser()
         try:
             args = parser.parse_args(argv)

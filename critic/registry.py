@@ -12,14 +12,21 @@ themselves through the entry-point group ``critic.plugins``: each entry names
 a module that, when imported, registers what it provides, and may define
 ``add_commands(subparsers)`` to add sub-commands to the ``critic`` CLI.  A
 plugin that fails to import is recorded with its error, and every lookup that
-misses a name says which plugins failed and why.
+misses a name says which plugins failed and why.  A user's own module (a dotted
+name, or a ``.py`` file) is a plugin too when listed in ``$CRITIC_PLUGINS``
+(``os.pathsep``-separated; ``critic --plugin FILE_OR_MODULE`` adds to it, so the
+processes a command starts, Dask workers included, load it as well).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+import sys
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
@@ -36,6 +43,7 @@ __all__ = [
     "list_metrics",
     "list_corpora",
     "load_plugins",
+    "add_plugin",
     "plugin_errors",
     "MetricEntry",
     "CorpusEntry",
@@ -43,6 +51,8 @@ __all__ = [
 ]
 
 PLUGIN_GROUP = "critic.plugins"
+PLUGINS_ENV = "CRITIC_PLUGINS"
+"""Environment variable: a user's plugin modules or ``.py`` files, ``os.pathsep``-separated."""
 BUILTIN_MODULES = ("critic.corpora", "critic.report_runner")
 """Core modules that register built-in entries (the man-page corpus, the ``report`` runner)."""
 
@@ -154,14 +164,52 @@ def load_plugins() -> dict[str, ModuleType]:
     """
     for module in BUILTIN_MODULES:
         importlib.import_module(module)
-    for ep in entry_points(group=PLUGIN_GROUP):
-        if ep.name in _PLUGINS or ep.name in _PLUGIN_ERRORS:
+    named = [(ep.name, ep.value) for ep in entry_points(group=PLUGIN_GROUP)]
+    named += [(spec, spec) for spec in os.environ.get(PLUGINS_ENV, "").split(os.pathsep) if spec]
+    for name, spec in named:
+        if name in _PLUGINS or name in _PLUGIN_ERRORS:
             continue
         try:
-            _PLUGINS[ep.name] = importlib.import_module(ep.value)
+            _PLUGINS[name] = _import_plugin(spec)
         except Exception as exc:  # a broken optional plugin must not break the core
-            _PLUGIN_ERRORS[ep.name] = f"{ep.value}: {type(exc).__name__}: {exc}"
+            _PLUGIN_ERRORS[name] = f"{spec}: {type(exc).__name__}: {exc}"
     return dict(_PLUGINS)
+
+
+def _import_plugin(spec: str) -> ModuleType:
+    """A module by dotted name, or a ``.py`` file imported as ``critic_plugin_<stem>``."""
+    if not spec.endswith(".py"):
+        return importlib.import_module(spec)
+    path = Path(spec)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file {spec}")
+    name = f"critic_plugin_{path.stem}"
+    if name in sys.modules:
+        return sys.modules[name]
+    loader_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[name] = module
+    try:
+        loader_spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def add_plugin(spec: str) -> None:
+    """Load a user's plugin (a dotted module name or a ``.py`` file) now and in every process started from here
+    (it joins ``$CRITIC_PLUGINS``); ValueError naming it when it cannot be imported."""
+    if spec.endswith(".py"):
+        if not Path(spec).is_file():
+            raise ValueError(f"--plugin {spec}: no such file")
+        spec = str(Path(spec).resolve())
+    listed = [s for s in os.environ.get(PLUGINS_ENV, "").split(os.pathsep) if s]
+    if spec not in listed:
+        os.environ[PLUGINS_ENV] = os.pathsep.join(listed + [spec])
+    load_plugins()
+    if spec in _PLUGIN_ERRORS:
+        raise ValueError(f"--plugin: cannot import {_PLUGIN_ERRORS[spec]}")
 
 
 def plugin_errors() -> dict[str, str]:

@@ -136,3 +136,36 @@ def test_a_worker_killed_mid_chunk_is_retried_and_nothing_is_lost_or_doubled(clu
     assert out.read_bytes() == serial
     cluster.wait_for_workers(2, timeout=60)
     assert killed not in set(cluster.run(os.getpid).values())  # a new process took its place
+
+
+def test_a_user_s_monte_carlo_critic_from_a_plugin_file_scores_the_serial_bytes_on_dask(job, tmp_path, monkeypatch):
+    """critic --plugin FILE: the command and the Dask workers it starts load the user's critic; its Monte Carlo
+    seeds follow the global batch, so 2 workers write what one process writes (and another seed differs)."""
+    from pathlib import Path
+
+    from critic.registry import PLUGINS_ENV
+
+    monkeypatch.setenv(PLUGINS_ENV, "")  # restored after the test
+    plugin = str(Path(__file__).parent / "plugins" / "soft_count_critic.py")
+    tmp, _, docs, path, _ = job
+    model = tmp_path / "soft"
+    assert main(["--plugin", plugin, "fit", "soft-count", "--train", str(path), "--out", str(model)]) == 0
+    outputs = {}
+    for name, extra in (("serial", []), ("dask", ["--workers", "2"]), ("seed 1", ["--seed", "1"])):
+        out = tmp_path / f"{name}.jsonl"
+        assert main(["--plugin", plugin, "score", str(model), "--input", str(path), "--chunk-batches", "100",
+                     "--out", str(out), *extra]) == 0
+        outputs[name] = out.read_bytes()
+    rows = [json.loads(line) for line in outputs["serial"].decode().splitlines()]
+    assert len(rows) == len(docs) and all(r["estimator"] == "monte carlo (16 samples)" for r in rows if "latent_nll" in r)
+    assert outputs["dask"] == outputs["serial"] != outputs["seed 1"]
+
+
+def test_a_plugin_that_is_not_there_is_named(capsys, monkeypatch):
+    from critic.registry import PLUGINS_ENV
+
+    monkeypatch.setenv(PLUGINS_ENV, "")
+    assert main(["--plugin", "no_such_critics.py", "list"]) == 2
+    assert "--plugin no_such_critics.py: no such file" in capsys.readouterr().err
+    assert main(["--plugin", "no_such_module_of_critics", "list"]) == 2
+    assert "cannot import no_such_module_of_critics: ModuleNotFoundError" in capsys.readouterr().err
