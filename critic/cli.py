@@ -423,8 +423,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=positive_int, help="score on an embedded Dask cluster of N worker processes")
     p.add_argument("--scheduler", metavar="ADDRESS", help="score on an existing Dask cluster (tcp://HOST:PORT)")
     p.add_argument("--chunk-batches", type=positive_int,
-                   help=f"batches per chunk, the unit written, resumed and sharded (default: about "
-                        f"{CHUNK_DOCUMENTS} documents)")
+                   help=f"batches per chunk, the unit written, resumed, sharded and sent to a Dask worker "
+                        f"(default: about {CHUNK_DOCUMENTS} documents; fewer for the slow critics)")
     common_options(p)
     _input_options(p)
     p.set_defaults(func=cmd_score)

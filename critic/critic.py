@@ -166,7 +166,9 @@ class Critic:
     Class attributes a subclass may set: ``name`` (registry name, set by
     :func:`critic.registry.register_critic`), ``mc_samples`` (samples of the
     Monte-Carlo fallback), ``batch_size`` (documents per :meth:`project`),
-    ``headline`` (the set statistic that fits the latent: ``"latent_ppl"`` for
+    ``chunk_documents`` (about how many documents a streamed chunk of ``critic score`` holds, in whole
+    batches: the unit written, resumed, sharded and sent to a Dask worker; a slow critic lowers it so that a
+    chunk is seconds of work and a modest set still spreads over the workers), ``headline`` (the set statistic that fits the latent: ``"latent_ppl"`` for
     discrete chains, ``"latent_nll"`` for continuous latents, where a PPL over
     ``M(x) = 1`` means nothing) and ``needs`` (what input it needs, for users).
     """
@@ -174,6 +176,7 @@ class Critic:
     name: str = "critic"
     mc_samples: int = 1000
     batch_size: int = 256
+    chunk_documents: int = 8192
     headline: str = "latent_ppl"
     needs: str = "documents"
 

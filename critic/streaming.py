@@ -38,14 +38,15 @@ from .io import atomic_open, atomic_write_text
 __all__ = ["CHUNK_DOCUMENTS", "Chunk", "Scorer", "chunk_batches", "plan_chunks", "score_chunk", "score_rows",
            "scored_chunks", "score_stream", "merge_shards", "progress_path", "parse_shard"]
 
-CHUNK_DOCUMENTS = 8192
-"""About how many checked documents a chunk holds (the unit that is written, resumed and sharded): whole
-batches, at least one; :func:`chunk_batches` turns it into a number of batches for a critic."""
+CHUNK_DOCUMENTS = Critic.chunk_documents
+"""About how many checked documents a chunk holds by default (the unit that is written, resumed and sharded):
+whole batches, at least one; :func:`chunk_batches` turns a critic's ``chunk_documents`` into batches."""
 
 
 def chunk_batches(critic: Critic, batches: int | None = None) -> int:
-    """``batches`` when given, else the whole batches that make about :data:`CHUNK_DOCUMENTS` documents."""
-    return batches if batches is not None else max(1, CHUNK_DOCUMENTS // critic.batch_size)
+    """``batches`` when given, else the whole batches that make about the critic's ``chunk_documents``
+    (:data:`CHUNK_DOCUMENTS` unless a slow critic asks for fewer)."""
+    return batches if batches is not None else max(1, critic.chunk_documents // critic.batch_size)
 
 
 def progress_path(out: str | Path) -> Path:

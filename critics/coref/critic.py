@@ -67,6 +67,7 @@ class CorefChainCritic(Critic):
     """
 
     batch_size = 256
+    chunk_documents = 256  # a streamed chunk: one batch, seconds of neuralcoref resolution
     needs = ("free text: resolved by neuralcoref (critic setup neuralcoref), or clusters already in the "
              "metadata (critic coref resolve)")
 

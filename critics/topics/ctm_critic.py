@@ -92,6 +92,7 @@ class CorrelatedTopicCritic(Critic):
     """
 
     batch_size = 4096  # documents per project(): inference runs them in infer_batch_size chunks
+    chunk_documents = 4096  # a streamed chunk: one batch, about ten seconds of inference
     headline = "latent_nll"  # a continuous latent: M(x) = 1, a "PPL" would be exp of a density
     needs = "free text (bag of words; sections are joined)"
 

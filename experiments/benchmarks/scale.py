@@ -17,7 +17,8 @@ Every figure comes from ``critic`` commands run as child processes (their peak r
   permutations and 1,000 resamples) on the scored rows of the serial run against a second, more perturbed
   set: seconds and peak RSS of that process;
 * **coreference critic**: ``critic score`` of ``--coref-documents`` English Wikipedia people summaries
-  (all of them when there are fewer) with neuralcoref resolution, serially and with ``--workers N``
+  (all but the 200 it is fitted on, when there are fewer) with neuralcoref resolution, in one process (whose
+  resolver runs a neuralcoref worker per core) and with ``--workers N`` (one neuralcoref worker each)
   (skipped, saying why, when the neuralcoref venv is not set up).
 
 ``--quick``: 20,000 / 5,000 documents and 100 summaries, for a check that it runs.
@@ -212,7 +213,8 @@ def report(result: dict) -> None:
         print(f"coreference critic: skipped ({c['skipped']})")
         return
     print(f"coreference critic, {c['documents']:,} Wikipedia people summaries with neuralcoref resolution: "
-          f"serial {c['serial']['docs_per_s']:.1f} docs/s, {result['workers']} workers {c['dask']['docs_per_s']:.1f} "
+          f"one process (its resolver: a neuralcoref worker per core) {c['serial']['docs_per_s']:.1f} docs/s, "
+          f"{result['workers']} Dask workers (one neuralcoref worker each) {c['dask']['docs_per_s']:.1f} "
           f"docs/s (ratio {c['dask']['docs_per_s'] / c['serial']['docs_per_s']:.2f}x), output identical: "
           f"{c['identical']}")
 

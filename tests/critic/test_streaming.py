@@ -174,3 +174,15 @@ def test_workers_need_an_output_file_and_one_kind_of_cluster(docs, tmp_path, cap
     assert not (tmp_path / "o.jsonl").exists()
     assert main(base + ["--workers", "0", "--out", str(tmp_path / "o.jsonl")]) == 2
     assert "--workers: must be an integer >= 1" in capsys.readouterr().err
+
+
+def test_a_slow_critic_asks_for_smaller_chunks(critic, docs, monkeypatch):
+    """A chunk is whole batches making about the critic's chunk_documents (3 a batch: 10 -> 3 batches)."""
+    from critic.streaming import chunk_batches, plan_chunks
+    from critics.coref import CorefChainCritic
+
+    monkeypatch.setattr(type(critic), "chunk_documents", 10)
+    assert chunk_batches(critic) == 3 and chunk_batches(critic, 5) == 5
+    kept = [[d for d in chunk.docs if d.sections] for chunk in plan_chunks(critic, docs[0])]
+    assert [len(k) for k in kept[:-1]] == [9] * (len(kept) - 1) and 0 < len(kept[-1]) <= 9
+    assert chunk_batches(CorefChainCritic()) == 1  # neuralcoref: one batch of 256, seconds of work
