@@ -28,6 +28,7 @@ choice (:meth:`Critic.to`), never a setting and never saved.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
@@ -179,6 +180,20 @@ class Critic:
     chunk_documents: int = 8192
     headline: str = "latent_ppl"
     needs: str = "documents"
+
+    def __init_subclass__(cls, **kwargs):
+        """A subclass's ``fit`` forgets the hashes of the critic's own files first (see
+        :meth:`_own_files_sha256`): refitting may change files that the JSON state does not show."""
+        super().__init_subclass__(**kwargs)
+        fit = cls.__dict__.get("fit")
+        if fit is not None and not getattr(fit, "_forgets_files", False):
+            @functools.wraps(fit)
+            def fit_forgetting_files(self, *args, **kw):
+                self.__dict__.pop("_files_sha256", None)
+                return fit(self, *args, **kw)
+
+            fit_forgetting_files._forgets_files = True
+            cls.fit = fit_forgetting_files
 
     # -------------------------------------------------------------- to implement
     def fit(self, docs: Sequence[Document], *, validation: Sequence[Document] | None = None) -> "Critic":
@@ -412,10 +427,19 @@ class Critic:
         """SHA-256 of the fitted state (name, params, state, tensors, own files), as in ``critic.json``."""
         self._require_fitted()
         meta, tensors = self._meta()
-        with tempfile.TemporaryDirectory() as tmp:
-            self._save_files(Path(tmp))
-            files = _hash_files(Path(tmp))
-        return _state_digest(meta, tensors, files)
+        return _state_digest(meta, tensors, self._own_files_sha256(meta, tensors))
+
+    def _own_files_sha256(self, meta: dict, tensors: dict) -> dict[str, str]:
+        """The hashes of the critic's own files (:meth:`_save_files`), written out only when the state they are
+        made from (settings, JSON state, tensors) differs from the last save, load or hash: a KenLM binary or a
+        gensim model is not re-written each time a run records the critic's hash."""
+        key = _state_digest(meta, tensors, {})
+        known = getattr(self, "_files_sha256", None)
+        if known is None or known[0] != key:
+            with tempfile.TemporaryDirectory() as tmp:
+                self._save_files(Path(tmp))
+                known = self._files_sha256 = (key, _hash_files(Path(tmp)))
+        return known[1]
 
     # -------------------------------------------------------------- persistence
     def save(self, path: str | Path) -> Path:
@@ -435,6 +459,7 @@ class Critic:
         with atomic_directory(path) as tmp:
             self._save_files(tmp)
             files = _hash_files(tmp)
+            self._files_sha256 = (_state_digest(meta, tensors, {}), files)
             meta["files"] = files
             meta["state_sha256"] = _state_digest(meta, tensors, files)
             torch.save(tensors, tmp / "tensors.pt")
@@ -479,6 +504,7 @@ class Critic:
         try:
             critic._set_state(meta["state"], tensors)
             critic._load_files(path)
+            critic._files_sha256 = (_state_digest(*critic._meta(), {}), files)  # the files checked above
         except Exception as exc:  # any damage a hash cannot see becomes one named error
             raise CriticLoadError(f"{path}: saved state is not a valid {meta['critic']!r} critic "
                                   f"({type(exc).__name__}: {exc})") from None

@@ -257,10 +257,3 @@ def write_splits(docs: Sequence[Document], out: str | Path, report: BuildReport,
     report.counts.update(files=files, excluded=len(report.excluded), renamed=len(report.renamed))
     atomic_write_text(out / "build.json", json.dumps(report.to_dict(), indent=1) + "\n")
     return report
-
-
-def documents_by_split(docs: Sequence[Document]) -> dict[str, list[Document]]:
-    out: dict[str, list[Document]] = {"train": [], "valid": [], "test": []}
-    for d in docs:
-        out[split_of(d.id)].append(d)
-    return out

@@ -113,7 +113,7 @@ class HSMMCritic(Critic):
         max_len: int = 8,
         top_k_ngrams: int = 5000,
         end_token: str | None = None,
-        batch_size: int = 32,
+        fit_batch_size: int = 32,
         pretrain_epochs: int = 1,
         pretrain_lr: float = 0.1,
         epochs: int = 5,
@@ -124,7 +124,7 @@ class HSMMCritic(Critic):
         self.max_len = max_len
         self.top_k_ngrams = top_k_ngrams
         self.end_token = end_token
-        self.batch_size = batch_size
+        self.fit_batch_size = fit_batch_size
         self.pretrain_epochs = pretrain_epochs
         self.pretrain_lr = pretrain_lr
         self.epochs = epochs
@@ -174,7 +174,7 @@ class HSMMCritic(Critic):
         v_tokens, v_lengths = self._encode(valid_docs)
         model = HSMMLM(ngrams, self.num_states, seed=self.seed).to(dev)
         cfg = TrainConfig(
-            num_states=self.num_states, top_k_ngrams=self.top_k_ngrams, batch_size=self.batch_size,
+            num_states=self.num_states, top_k_ngrams=self.top_k_ngrams, batch_size=self.fit_batch_size,
             pretrain_epochs=self.pretrain_epochs, pretrain_lr=self.pretrain_lr, epochs=self.epochs, lr=self.lr,
         )
         history = train_hsmm(model, ngrams.lookup(tokens, lengths), lengths, ngrams.lookup(v_tokens, v_lengths),

@@ -10,7 +10,7 @@ sampling (temperature 1, no top-k / top-p).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -78,9 +78,6 @@ class TransformerLM(nn.Module):
         for i, blk in enumerate(self.blocks):
             x = blk(x, None if caches is None else caches[i])
         return self.ln(x) @ self.tok.weight.t()
-
-    def config_dict(self) -> dict:
-        return {"vocab_size": self.vocab_size, **asdict(self.cfg)}
 
     @torch.no_grad()
     def sample(self, n: int, *, generator: torch.Generator | None = None, batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:

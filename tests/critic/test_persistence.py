@@ -246,3 +246,22 @@ def test_save_never_replaces_a_directory_that_is_not_a_saved_critic(fitted, tmp_
     with pytest.raises(ValueError, match=f"{mine}: exists and is not a saved critic; refusing to replace it"):
         fitted.save(mine)
     assert [p.name for p in mine.iterdir()] == ["keep.txt"]
+
+
+def test_the_state_hash_writes_the_critic_s_files_once_and_again_after_a_refit(tmp_path, monkeypatch):
+    """A critic's own files (here its ARPA prior; the JSON state holds only the order) are hashed when saved or
+    loaded and reused by state_sha256 while the state is unchanged; refitting on other data, with the same JSON
+    state, gives another hash."""
+    critic = TitleChainCritic().fit(TRAIN)
+    critic.save(tmp_path / "c")
+    saved = json.loads((tmp_path / "c" / "critic.json").read_text())["state_sha256"]
+    loaded = Critic.load(tmp_path / "c")
+    for c in (critic, loaded):
+        monkeypatch.setattr(c, "_save_files", lambda directory: pytest.fail("wrote its files again"))
+        assert c.state_sha256() == saved
+    monkeypatch.undo()
+    other = TRAIN[:6] + pages("u", [["name", "errors", "see also"]] * 5)
+    critic.fit(other)  # same order, other chains: the same JSON state, another ARPA file
+    assert critic._get_state() == loaded._get_state() == ({"order": 3}, {})
+    refit = critic.state_sha256()
+    assert refit != saved and refit == TitleChainCritic().fit(other).state_sha256()

@@ -31,7 +31,7 @@ def _docs(n, seed=0):
 
 @pytest.fixture(scope="module")
 def fitted():
-    return HSMMCritic(num_states=2, max_len=4, top_k_ngrams=50, end_token=".", epochs=2, batch_size=8,
+    return HSMMCritic(num_states=2, max_len=4, top_k_ngrams=50, end_token=".", epochs=2, fit_batch_size=8,
                       seed=0).fit(_docs(40), validation=_docs(8, seed=1))
 
 
@@ -82,7 +82,7 @@ def test_entropy_and_kbest_of_documents_match_enumeration(fitted):
 
 def test_validation_documents_that_cannot_be_used_are_counted_never_replaced():
     bad = Document(id="v-bad", sections=(Section(None, "a b zz ."),))
-    critic = HSMMCritic(num_states=2, max_len=4, top_k_ngrams=50, end_token=".", epochs=1, batch_size=8, seed=0)
+    critic = HSMMCritic(num_states=2, max_len=4, top_k_ngrams=50, end_token=".", epochs=1, fit_batch_size=8, seed=0)
     critic.fit(_docs(20), validation=_docs(4, seed=1) + [bad])
     assert list(critic.validation_skipped_) == ["v-bad"] and "never seen" in critic.validation_skipped_["v-bad"]
     with pytest.raises(ValueError, match="none of the 1 validation documents can be used, e.g. 'v-bad'"):
