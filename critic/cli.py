@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from . import progress, registry
-from .cli_args import (common_options, named_file, named_number, positive_int, probability,
+from .cli_args import (common_options, named_file, named_number, outlier_options, positive_int, probability,
                        resampling_options)
 from .config import (ConfigError, check_config, check_params, describe_settings, line_of, read_toml, seeded_params,
                      suggest)
@@ -216,7 +216,8 @@ def cmd_compare(args) -> int:
     candidates = {name: _read(args, path, name)[0] for name, path in named.items()}
     paths = {"reference": args.reference, **named}
     result = criticize(critic, reference, candidates, paths=paths, n_bootstrap=args.n_bootstrap,
-                       n_permutations=args.n_permutations, seed=args.seed, progress=True)
+                       n_permutations=args.n_permutations, outlier_score=args.outlier_score, seed=args.seed,
+                       progress=True)
     written = write_report(result, args.out, top=args.top, documents={"reference": reference, **candidates})
     print(result)
     print(f"\nwrote {', '.join(str(p) for p in written.values())}")
@@ -228,7 +229,7 @@ def cmd_outliers(args) -> int:
     reference = _read(args, args.reference, "reference", detect=True)[0]
     result = criticize(critic, reference, {"input": _read(args, args.input)[0]},
                        paths={"reference": args.reference, "input": args.input},
-                       n_bootstrap=args.n_bootstrap, seed=args.seed)
+                       n_bootstrap=args.n_bootstrap, outlier_score=args.outlier_score, seed=args.seed)
     print(outliers_table(result, top=args.top, name="input"))
     return 0
 
@@ -269,7 +270,8 @@ def cmd_report(args) -> int:
         candidates[name], reads[name] = _read(args, path, name)
     panel = criticize_panel(critics, reference, candidates, reads=reads, level=args.flag_level, top=args.top,
                             paths={"reference": args.reference, **named}, n_bootstrap=args.n_bootstrap,
-                            n_permutations=args.n_permutations, seed=args.seed, progress=True)
+                            n_permutations=args.n_permutations, outlier_score=args.outlier_score, seed=args.seed,
+                            progress=True)
     add_set_statistics(panel, reference, candidates, critics=critics, word_ppl=args.word_ppl, mauve=args.mauve,
                        seed=args.seed)
     written = write_panel_report(panel, args.out, documents={"reference": reference, **candidates}, critics=critics,
@@ -472,6 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", required=True, type=Path)
     p.add_argument("--top", type=positive_int, default=10)
     p.add_argument("--n-bootstrap", type=positive_int, default=200)
+    outlier_options(p)
     common_options(p)
     _input_options(p)
     p.set_defaults(func=cmd_outliers)

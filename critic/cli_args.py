@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-__all__ = ["positive_int", "probability", "named_number", "named_file", "common_options", "resampling_options"]
+__all__ = ["positive_int", "probability", "named_number", "named_file", "common_options", "resampling_options",
+           "outlier_options"]
 
 
 def positive_int(text: str) -> int:
@@ -70,3 +71,12 @@ def resampling_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-permutations", type=positive_int, default=2000,
                    help="permutations of the two-sample tests (default 2000; exact when the two sets have no more "
                         "splits)")
+    outlier_options(p)
+
+
+def outlier_options(p: argparse.ArgumentParser) -> None:
+    """``--outlier-score``: every command that ranks documents."""
+    p.add_argument("--outlier-score", choices=("length", "plain"), default="length",
+                   help="what a document's outlier p-value compares it with: reference documents of similar "
+                        "length (default; a document is not flagged for being short or long) or the whole "
+                        "reference set (plain, kept beside it in documents.jsonl)")

@@ -4,7 +4,9 @@ For a fitted critic, a reference set (real held-out text) and named candidate
 sets (model samples, corruptions), compute for each set
 
 - per-document ``T(x)``, ``M(x)`` and an outlier score: the right-tail empirical
-  p-value of ``T(x)/M(x)`` against the reference set's values;
+  p-value of ``T(x)/M(x)`` against the reference documents of similar length (``outlier_score="length"``,
+  the default: :func:`critic.stats.size_matched_p_values` on word counts, so a document is not flagged
+  for being short or long) or against the whole reference set (``"plain"``, kept beside it either way);
 - the Latent NLL (mean of ``T(x)``) with a bootstrap CI and, when ``T(x)`` is
   estimated by Monte Carlo, the standard error of that mean from the samples,
   ``sqrt(sum_x se(x)^2) / n``;
@@ -34,7 +36,7 @@ from .document import Document, documents_sha256
 from .resources import require_memory
 from .results import Comparison, CriticismResult, DocumentResult, SetResult
 
-__all__ = ["criticize", "summarize", "compare"]
+__all__ = ["criticize", "summarize", "compare", "word_counts", "OUTLIER_SCORES"]
 
 _NAN_PAIR = (float("nan"), float("nan"))
 
@@ -53,6 +55,9 @@ def summarize(
     scores: Scores,
     *,
     reference_per_step: np.ndarray | None = None,
+    words: np.ndarray | None = None,
+    reference_words: np.ndarray | None = None,
+    outlier_score: str = "length",
     n_bootstrap: int = 1000,
     level: float = 0.95,
     seed: int = 0,
@@ -61,7 +66,13 @@ def summarize(
     """Set statistics of one set's :class:`Scores` (see module docstring)."""
     per_step = scores.latent_nll / scores.latent_steps
     ref = per_step if reference_per_step is None else reference_per_step
-    p_values = stats.empirical_p_values(ref, per_step) if scores.n else np.zeros(0)
+    plain = stats.empirical_p_values(ref, per_step) if scores.n else np.zeros(0)
+    if words is None:
+        p_values = plain
+    else:
+        ref_words = words if reference_words is None else reference_words
+        p_values = (stats.size_matched_p_values(ref, ref_words, per_step, words) if outlier_score == "length"
+                    and scores.n else plain)
     stderr = scores.latent_nll_stderr
     docs = [
         DocumentResult(
@@ -73,6 +84,8 @@ def summarize(
             unknown=int(scores.unknown.get(doc_id, 0)),
             latent_nll_stderr=None if stderr is None else float(stderr[i]),
             extras={k: _plain(v[i]) for k, v in scores.extras.items()},
+            plain_p_value=float(plain[i]),
+            words=None if words is None else int(words[i]),
         )
         for i, doc_id in enumerate(scores.doc_ids)
     ]
@@ -132,6 +145,16 @@ def compare(reference: Scores, candidate: Scores, *, n_bootstrap: int, n_permuta
             Comparison(ppl_diff, ppl_ci, ppl_test.p_value, statistic="latent_ppl", p_value_exact=ppl_test.exact))
 
 
+OUTLIER_SCORES = ("length", "plain")
+"""What outlier p-values compare a document with: reference documents of similar length, or all of them."""
+
+
+def word_counts(docs: Sequence[Document], ids: Sequence[str]) -> np.ndarray:
+    """Each scored document's word count (whitespace tokens of its text), in the order of ``ids``."""
+    count = {d.id: len(d.text.split()) for d in docs}
+    return np.array([count[i] for i in ids], dtype=np.int64)
+
+
 def _check_settings(n_bootstrap: int, n_permutations: int, level: float, min_documents: int) -> None:
     for key, value in (("n_bootstrap", n_bootstrap), ("n_permutations", n_permutations),
                        ("min_documents", min_documents)):
@@ -167,6 +190,7 @@ def criticize(
     level: float = 0.95,
     seed: int = 0,
     min_documents: int = 10,
+    outlier_score: str = "length",
     progress: bool = False,
 ) -> CriticismResult:
     """Criticise candidate sets against a reference set with a fitted critic.
@@ -177,6 +201,8 @@ def criticize(
     """
     candidates = dict(candidates or {})
     _check_settings(n_bootstrap, n_permutations, level, min_documents)
+    if outlier_score not in OUTLIER_SCORES:
+        raise ValueError(f"outlier_score must be one of {', '.join(OUTLIER_SCORES)}, got {outlier_score!r}")
     _check_memory(n_bootstrap, n_permutations, len(reference), [len(d) for d in candidates.values()])
     if reference_name in candidates:
         raise ValueError(f"candidate name {reference_name!r} clashes with the reference set")
@@ -185,15 +211,18 @@ def criticize(
         raise ValueError("no reference document could be projected: "
                          + "; ".join(f"{k}: {v}" for k, v in list(ref_scores.skipped.items())[:5]))
     ref_per_step = ref_scores.latent_nll / ref_scores.latent_steps
-    kwargs = dict(n_bootstrap=n_bootstrap, level=level, seed=seed, min_documents=min_documents)
-    ref_result = summarize(reference_name, ref_scores, **kwargs)
+    ref_words = word_counts(reference, ref_scores.doc_ids)
+    kwargs = dict(n_bootstrap=n_bootstrap, level=level, seed=seed, min_documents=min_documents,
+                  outlier_score=outlier_score)
+    ref_result = summarize(reference_name, ref_scores, words=ref_words, **kwargs)
     if ref_scores.n < min_documents:
         ref_result.warnings.append("outlier p-values are against fewer than "
                                    f"{min_documents} reference documents")
     results = {}
     for name, docs in candidates.items():
         scores = critic.score(docs, progress=progress, seed=seed)
-        result = summarize(name, scores, reference_per_step=ref_per_step, **kwargs)
+        result = summarize(name, scores, reference_per_step=ref_per_step, words=word_counts(docs, scores.doc_ids),
+                           reference_words=ref_words, **kwargs)
         result.comparison, result.ppl_comparison = compare(ref_scores, scores, n_bootstrap=n_bootstrap,
                                                            n_permutations=n_permutations, level=level, seed=seed)
         results[name] = result
@@ -202,6 +231,7 @@ def criticize(
                "sha256": documents_sha256(docs), "n_documents": len(docs)}
               for name, docs in {reference_name: reference, **candidates}.items()]
     config = {"n_bootstrap": n_bootstrap, "n_permutations": n_permutations, "level": level, "seed": seed,
+              "outlier_score": outlier_score,
               "min_documents": min_documents, "latent_nll_estimator": ref_scores.estimator}
     try:
         state_sha256 = critic.state_sha256()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["HIGHER_IS_BETTER", "STATISTICS", "HEADLINES", "TWO_SIDED_NOTE"]
+__all__ = ["HIGHER_IS_BETTER", "STATISTICS", "HEADLINES", "TWO_SIDED_NOTE", "OUTLIER_SCORE_NOTES"]
 
 HIGHER_IS_BETTER = {  # None: two-sided (results.json's "higher_is_better" per statistic)
     "latent_nll": None,    # two-sided: a distance from the reference in either direction is the finding
@@ -26,3 +26,9 @@ HEADLINES = {"latent_ppl": "Latent PPL", "latent_nll": "Latent NLL"}
 TWO_SIDED_NOTE = ("Δ and p compare each set with the reference on the headline statistic (p: permutation test of "
                   "that statistic); a difference in either direction is a distance from the reference, not "
                   "better or worse.")
+
+OUTLIER_SCORE_NOTES = {
+    "length": "right tail of T(x)/M(x) against the reference documents of similar length (word count)",
+    "plain": "right tail of T(x)/M(x) against the whole reference set",
+}
+"""What a result's outlier p-values are (its ``config["outlier_score"]``), in the tables' words."""

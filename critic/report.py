@@ -22,6 +22,7 @@ from .critic import Critic
 from .document import Document
 from .html import DocumentView
 from .io import atomic_directory, atomic_open, atomic_write_text, check_replaceable
+from .labels import OUTLIER_SCORE_NOTES
 from .panel import Flag, PanelResult
 from .results import CriticismResult, json_ready, markdown_table, outliers_table
 
@@ -198,8 +199,9 @@ def write_panel_report(panel: PanelResult, out_dir: str | Path, *, extra: dict |
         lines = ["# Criticism report", ""]
         for label, result in panel.results.items():
             lines += [f"## {label}", "", markdown_table(result), ""]
-        lines += [f"## Flagged documents ({len(flags)})", "", "| set | document | critics | min outlier p |",
-                  "|---|---|---|---:|"]
+        scores = sorted({OUTLIER_SCORE_NOTES[r.outlier_score] for r in panel.results.values()})
+        lines += [f"## Flagged documents ({len(flags)})", "", f"Outlier p: {'; '.join(scores)}.", "",
+                  "| set | document | critics | min outlier p |", "|---|---|---|---:|"]
         lines += [f"| {f.set} | {f.id} | {', '.join(f.by)} | {f.min_p_value:.4f} |" for f in flags]
         atomic_write_text(tmp / "report.md", "\n".join(lines) + "\n")
         _write_html(panel, tmp, documents=documents, figures=figures, views=views)

@@ -39,6 +39,7 @@ from typing import Any
 
 from .config import ConfigError, Key, Schema, check_params, seeded_params
 from .critic import Critic
+from .criticism import OUTLIER_SCORES
 from .inputs import FORMATS, InputOptions, ReadReport, read_documents
 from .io import sha256_file
 from .panel import FLAG_LEVEL, FLAG_TOP, add_set_statistics, criticize_panel
@@ -68,6 +69,8 @@ SCHEMA = Schema(
             "flag_level": Key(float, FLAG_LEVEL, gt=0, max=1, help="flag at outlier p-values at most this"),
             "n_bootstrap": Key(int, 1000, min=1, help="bootstrap resamples of the CIs"),
             "n_permutations": Key(int, 2000, min=1, help="permutations of the two-sample tests"),
+            "outlier_score": Key(str, "length", choices=OUTLIER_SCORES,
+                                 help="outlier p-values against reference documents of similar length, or plain"),
             "word_ppl": Key(dict, {}, help="candidate -> its word perplexity (critic lm ppl), shown beside"),
             "mauve": Key(bool, False, help="MAUVE of each candidate against the reference (50+ documents)"),
         },
@@ -180,7 +183,8 @@ def main(config: dict[str, Any], *, out: Path, seed: int = 0, device: str = "cpu
             candidates[name], reads[name] = _read(path, options, name)
         panel = criticize_panel(critics, reference, candidates, reads=reads, level=settings["flag_level"],
                                 top=settings["top"], paths=files, n_bootstrap=settings["n_bootstrap"],
-                                n_permutations=settings["n_permutations"], seed=seed)
+                                n_permutations=settings["n_permutations"], outlier_score=settings["outlier_score"],
+                                seed=seed)
         add_set_statistics(panel, reference, candidates, critics=critics, word_ppl=settings["word_ppl"],
                            mauve=settings["mauve"], seed=seed)
         write_panel_report(panel, report.path, documents={"reference": reference, **candidates}, critics=critics,

@@ -38,7 +38,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .labels import HEADLINES, HIGHER_IS_BETTER, STATISTICS, TWO_SIDED_NOTE
+from .labels import HEADLINES, HIGHER_IS_BETTER, OUTLIER_SCORE_NOTES, STATISTICS, TWO_SIDED_NOTE
 
 __all__ = ["SCHEMA_VERSION", "HIGHER_IS_BETTER", "STATISTICS", "HEADLINES", "DocumentResult", "Comparison",
            "SetResult", "CriticismResult", "json_ready", "markdown_table", "outliers_table"]
@@ -58,8 +58,13 @@ SCHEMA_VERSION = 1
 
 @dataclass
 class DocumentResult:
-    """One projected document: ``T(x)``, ``M(x)``, ``T/M``, its outlier p-value and the
-    projection's extras for it (MAP latents, topic weights) as plain JSON values."""
+    """One projected document: ``T(x)``, ``M(x)``, ``T/M``, its outlier p-values and the
+    projection's extras for it (MAP latents, topic weights) as plain JSON values.
+
+    ``outlier_p_value`` is the score documents are ranked and flagged by (the result's
+    ``config["outlier_score"]`` says which): ``"length"``, the p-value of ``T/M`` against the reference
+    documents of similar length (:func:`critic.stats.size_matched_p_values`, ``words`` the document's word
+    count), or ``"plain"``, against the whole reference set, which ``plain_p_value`` always holds."""
 
     id: str
     latent_nll: float
@@ -69,14 +74,18 @@ class DocumentResult:
     unknown: int = 0
     latent_nll_stderr: float | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    plain_p_value: float | None = None
+    words: int | None = None
 
     @classmethod
     def from_dict(cls, row: dict) -> "DocumentResult":
         """A row of ``documents.jsonl`` (or of a set's ``documents``) back as a result."""
+        plain = row.get("plain_p_value")
         return cls(id=row["id"], latent_nll=_number(row["latent_nll"]), latent_steps=_number(row["latent_steps"]),
                    latent_nll_per_step=_number(row["latent_nll_per_step"]),
                    outlier_p_value=_number(row["outlier_p_value"]), unknown=int(row.get("unknown", 0)),
-                   latent_nll_stderr=row.get("latent_nll_stderr"), extras=dict(row.get("extras") or {}))
+                   latent_nll_stderr=row.get("latent_nll_stderr"), extras=dict(row.get("extras") or {}),
+                   plain_p_value=None if plain is None else _number(plain), words=row.get("words"))
 
 
 @dataclass
@@ -182,6 +191,12 @@ class CriticismResult:
         """The statistic that fits the critic's latent: ``"latent_ppl"`` for discrete chains,
         ``"latent_nll"`` for continuous latents (where a PPL over M(x) = 1 means nothing)."""
         return self.critic.get("headline", "latent_ppl")
+
+    @property
+    def outlier_score(self) -> str:
+        """What the documents' ``outlier_p_value`` compares them with: ``"length"`` (reference documents of
+        similar length) or ``"plain"`` (the whole reference set; results written before the choice existed)."""
+        return self.config.get("outlier_score", "plain")
 
     def set(self, name: str) -> SetResult:
         """The set called ``name`` (the reference or a candidate); KeyError naming the sets there are."""
@@ -346,8 +361,9 @@ def markdown_table(result: CriticismResult) -> str:
 
 
 def outliers_table(result: CriticismResult, top: int = 10, name: str | None = None) -> str:
-    """Markdown table of the ``top`` flagged documents (smallest outlier p-value first)."""
-    lines = ["| rank | set | document | T(x) | M(x) | T/M | outlier p ↓ |", "|---:|---|---|---:|---:|---:|---:|"]
+    """Markdown table of the ``top`` flagged documents (smallest outlier p-value first), and what the p-value is."""
+    lines = [f"Outlier p: {OUTLIER_SCORE_NOTES[result.outlier_score]}.", "",
+             "| rank | set | document | T(x) | M(x) | T/M | outlier p ↓ |", "|---:|---|---|---:|---:|---:|---:|"]
     for rank, (set_name, d) in enumerate(result.outliers(name=name, top=top), start=1):
         lines.append(f"| {rank} | {set_name} | {d.id} | {d.latent_nll:.3f} | {d.latent_steps:g} | "
                      f"{d.latent_nll_per_step:.3f} | {d.outlier_p_value:.4f} |")

@@ -32,6 +32,7 @@ __all__ = [
     "permutation_tests",
     "PermutationTest",
     "empirical_p_values",
+    "size_matched_p_values",
     "BLOCK_BYTES",
 ]
 
@@ -219,3 +220,27 @@ def empirical_p_values(reference: np.ndarray, values: np.ndarray) -> np.ndarray:
     values = np.asarray(values, dtype=np.float64)
     at_least = ref.size - np.searchsorted(ref, values, side="left")
     return (1.0 + at_least) / (1.0 + ref.size)
+
+
+def size_matched_p_values(reference: np.ndarray, reference_sizes: np.ndarray, values: np.ndarray, sizes: np.ndarray,
+                          *, min_per_bin: int = 50, max_bins: int = 10) -> np.ndarray:
+    """Right-tail empirical p-value of each value against the reference documents of similar size.
+
+    The reference sizes (word counts) are cut at their quantiles into ``B = clip(n_ref // min_per_bin, 1,
+    max_bins)`` bins of about equal counts; a value in bin ``b`` (by its own size) gets
+    :func:`empirical_p_values` against the reference values of bin ``b`` (the whole reference when that bin is
+    empty).  So a long document is compared with long reference documents: a statistic that grows or shrinks
+    with length does not flag documents for their length, and on real documents the p-values are uniform within
+    each bin (a test checks it).  One bin (a reference of fewer than ``2 min_per_bin``) is the plain p-value.
+    """
+    reference, values = np.asarray(reference, dtype=np.float64), np.asarray(values, dtype=np.float64)
+    reference_sizes, sizes = np.asarray(reference_sizes, dtype=np.float64), np.asarray(sizes, dtype=np.float64)
+    bins = int(np.clip(len(reference) // min_per_bin, 1, max_bins))
+    edges = np.unique(np.quantile(reference_sizes, np.linspace(0.0, 1.0, bins + 1)[1:-1])) if bins > 1 else []
+    reference_bin = np.searchsorted(edges, reference_sizes, side="right")
+    value_bin = np.searchsorted(edges, sizes, side="right")
+    out = np.empty(len(values))
+    for b in np.unique(value_bin):
+        here, against = value_bin == b, reference[reference_bin == b]
+        out[here] = empirical_p_values(against if against.size else reference, values[here])
+    return out

@@ -13,7 +13,7 @@ from scipy.stats import poisson
 from critic import Critic, criticize, stats
 from critic.document import Document, Section
 from critic.report import write_report
-from critic.results import markdown_table
+from critic.results import markdown_table, outliers_table
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "section_count_critic.py"
 
@@ -236,3 +236,39 @@ def test_resampling_that_cannot_fit_in_memory_is_refused_before_scoring(tutorial
                                             r"lower --n-bootstrap"):
         criticize(critic, reference, {"lm": candidate}, n_bootstrap=10**10)
     assert not scored
+
+
+def test_outlier_p_values_compare_with_reference_documents_of_similar_length(tutorial):
+    """Default: each document's outlier p-value is against the reference documents in its word-count bin (by
+    hand here, two bins of 60); the plain p-value stays beside it; outlier_score="plain" ranks by the plain one,
+    and the results say which."""
+    rng = np.random.default_rng(1)
+
+    def docs(prefix, n):
+        out = []
+        for i in range(n):
+            k, words = int(rng.integers(1, 9)), int(rng.integers(5, 200))
+            out.append(Document(f"{prefix}{i}", tuple(Section(f"s{j}", " ".join(["w"] * (words // k + 1)))
+                                                      for j in range(k))))
+        return out
+
+    critic = tutorial.SectionCountCritic().fit(docs("t", 50))
+    reference, candidate = docs("r", 120), docs("c", 30)
+    result = criticize(critic, reference, {"lm": candidate}, n_bootstrap=20, n_permutations=20)
+    assert result.outlier_score == "length" and result.config["outlier_score"] == "length"
+    ref_words = np.array([len(d.text.split()) for d in reference])
+    ref_t = np.array([d.latent_nll_per_step for d in result.reference.documents])
+    edge = np.quantile(ref_words, 0.5)
+    for d, doc in zip(result.candidates["lm"].documents, candidate):
+        words = len(doc.text.split())
+        same = ref_t[(ref_words >= edge) == (words >= edge)]  # bins [.., median), [median, ..]
+        assert d.words == words
+        assert d.outlier_p_value == pytest.approx((1 + np.sum(same >= d.latent_nll_per_step)) / (1 + len(same)))
+        assert d.plain_p_value == pytest.approx((1 + np.sum(ref_t >= d.latent_nll_per_step)) / 121)
+    plain = criticize(critic, reference, {"lm": candidate}, n_bootstrap=20, n_permutations=20, outlier_score="plain")
+    assert [d.outlier_p_value for d in plain.candidates["lm"].documents] == \
+        [d.plain_p_value for d in result.candidates["lm"].documents]
+    assert "against the whole reference set" in outliers_table(plain)
+    assert "of similar length" in outliers_table(result)
+    with pytest.raises(ValueError, match="outlier_score must be one of length, plain, got 'short'"):
+        criticize(critic, reference, {"lm": candidate}, outlier_score="short")

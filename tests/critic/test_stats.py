@@ -141,3 +141,41 @@ def test_what_grows_with_the_resamples_is_64_bytes_each(monkeypatch):
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert 32 * n_resamples < peak <= 64 * n_resamples + 2 * 2**20
+
+
+def test_size_matched_p_values_by_hand():
+    """Four bins of 50 reference documents cut at the size quartiles: each value against its own bin's values."""
+    rng = np.random.default_rng(4)
+    ref_sizes = rng.permutation(np.arange(200))  # quartile edges at 49.75, 99.5, 149.25
+    ref = rng.normal(size=200) + ref_sizes / 50.0
+    sizes, values = np.array([0, 60, 120, 199, 50]), np.array([0.5, 1.5, 3.0, 4.0, 2.0])
+    got = stats.size_matched_p_values(ref, ref_sizes, values, sizes, min_per_bin=50)
+    bins = [(0, 49), (50, 99), (100, 149), (150, 199)]
+    for p, size, value in zip(got, sizes, values):
+        lo, hi = next(b for b in bins if b[0] <= size <= b[1])
+        same = ref[(ref_sizes >= lo) & (ref_sizes <= hi)]
+        assert len(same) == 50 and p == pytest.approx((1 + np.sum(same >= value)) / 51, abs=1e-15)
+    # fewer than two bins' worth of reference documents: the plain p-value
+    small = stats.size_matched_p_values(ref[:60], ref_sizes[:60], values, sizes, min_per_bin=50)
+    np.testing.assert_array_equal(small, stats.empirical_p_values(ref[:60], values))
+
+
+def test_size_matched_p_values_are_uniform_within_length_tertiles_where_plain_ones_are_not():
+    """Real documents whose T/M grows with length: the plain p-values flag the long ones (not uniform within
+    length tertiles: KS p < 1e-6), the size-matched ones are uniform in every tertile (KS p > 0.01)."""
+    from scipy.stats import kstest
+
+    rng = np.random.default_rng(0)
+
+    def real(n):
+        words = rng.integers(20, 400, size=n)
+        return words, 0.01 * words + rng.normal(size=n)
+
+    ref_words, ref = real(3000)
+    words, values = real(3000)
+    plain = stats.empirical_p_values(ref, values)
+    matched = stats.size_matched_p_values(ref, ref_words, values, words)
+    tertile = np.searchsorted(np.quantile(words, [1 / 3, 2 / 3]), words, side="right")
+    for t in range(3):
+        assert kstest(matched[tertile == t], "uniform").pvalue > 0.01
+    assert min(kstest(plain[tertile == t], "uniform").pvalue for t in range(3)) < 1e-6
