@@ -223,7 +223,7 @@ def empirical_p_values(reference: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 
 def size_matched_p_values(reference: np.ndarray, reference_sizes: np.ndarray, values: np.ndarray, sizes: np.ndarray,
-                          *, min_per_bin: int = 50, max_bins: int = 10) -> np.ndarray:
+                          *, min_per_bin: int = 30, max_bins: int = 10) -> np.ndarray:
     """Right-tail empirical p-value of each value against the reference documents of similar size.
 
     The reference sizes (word counts) are cut at their quantiles into ``B = clip(n_ref // min_per_bin, 1,

@@ -1,0 +1,230 @@
+"""Benchmark: do the outlier flags find the bad generations?  Detection per critic and corruption, and calibration.
+
+    python -m experiments.benchmarks.outliers [--cases sections,ctm,lda] [--rate 0.1] [--bootstrap 1000]
+                                              [--quick] [--json out.json]
+
+For each case a critic is fitted on real training documents; the real held-out documents are split in two: a
+reference half, and an evaluation half of which a share ``--rate`` is replaced by known-bad documents made by a
+corruption that targets the critic's latent.  ``criticize`` scores the mixed set against the reference, and the
+documents are ranked as the report ranks them (outlier p-value ascending, then T/M descending), once by the
+length-matched p-value (the default) and once by the plain one.  Printed per case and corruption: the AUC of that
+ranking for bad against real documents with a percentile bootstrap CI (documents resampled within each class),
+precision at k (k = the number of bad documents), and the calibration of the real documents' p-values: a KS test
+against the uniform distribution overall and within each length tertile (p > 0.01 is calibrated).
+
+Cases (all corpora install offline):
+
+* ``sections``: the section-transition critic on the filtered man pages (``experiments/manpages/sections.toml``);
+  corruptions: sections permuted, one repeated, one dropped (:mod:`critic.corrupt`);
+* ``ctm``: the CTM critic (K = 10) on English Wikipedia People summaries; corruption: off-topic documents (man
+  pages' text, cut to a summary's length);
+* ``lda``: the LDA critic (K = 2, the paper's code-mixing setting) on English and Spanish Wikipedia summaries;
+  corruption: code-mixed documents (:func:`critics.topics.codemix.code_mixed_set`, sentences alternating).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from critic.document import Document, Section
+from critic.io import atomic_write_text
+
+from .corpus import filtered_manpages
+
+__all__ = ["main", "ranking_scores", "auc", "detection", "calibration"]
+
+
+def ranking_scores(p_values: np.ndarray, per_step: np.ndarray) -> np.ndarray:
+    """A score per document that orders them as the report flags them: smaller p first, then larger T/M."""
+    order = np.lexsort((-per_step, p_values))
+    scores = np.empty(len(order))
+    scores[order] = -np.arange(len(order), dtype=np.float64)
+    return scores
+
+
+def auc(scores: np.ndarray, bad: np.ndarray) -> float:
+    """Area under the ROC curve of ``scores`` for ``bad`` (True) against the rest: the probability that a bad
+    document outranks a real one (Mann-Whitney; ties count half)."""
+    pos, neg = scores[bad], scores[~bad]
+    greater = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
+    return float(greater / (len(pos) * len(neg)))
+
+
+def detection(scores: np.ndarray, bad: np.ndarray, *, n_bootstrap: int, seed: int = 0) -> dict:
+    """AUC with a percentile bootstrap CI (each class resampled on its own) and precision at k = #bad."""
+    rng = np.random.default_rng(seed)
+    pos, neg = np.flatnonzero(bad), np.flatnonzero(~bad)
+    boot = []
+    for _ in range(n_bootstrap):
+        rows = np.concatenate([rng.choice(pos, len(pos)), rng.choice(neg, len(neg))])
+        boot.append(auc(scores[rows], bad[rows]))
+    k = len(pos)
+    top = np.argsort(-scores, kind="stable")[:k]
+    return {"auc": auc(scores, bad), "auc_ci": [float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975))],
+            "precision_at_k": float(bad[top].mean()), "k": int(k), "n": int(len(bad))}
+
+
+def calibration(p_values: np.ndarray, words: np.ndarray) -> dict:
+    """KS test of real documents' p-values against the uniform distribution, overall and per length tertile
+    (``None`` for a tertile of fewer than 5 documents, too few to test)."""
+    from scipy.stats import kstest
+
+    tertile = np.searchsorted(np.quantile(words, [1 / 3, 2 / 3]), words, side="right")
+    in_tertiles = [p_values[tertile == t] for t in range(3)]
+    return {"all": float(kstest(p_values, "uniform").pvalue),
+            "tertiles": [float(kstest(p, "uniform").pvalue) if len(p) >= 5 else None for p in in_tertiles]}
+
+
+@dataclass
+class Case:
+    """A critic to fit, its training documents, real held-out documents and the corruptions that target it."""
+
+    make: Callable[[], object]
+    train: list
+    held_out: list
+    corruptions: dict[str, Callable[[list, random.Random], list]]
+
+
+def _sections_case(args) -> Case:
+    from critic.corrupt import drop_section, permute_sections, repeat_section
+    from critics.sections import SectionTransitionCritic
+
+    splits = filtered_manpages(args.root)
+
+    def each(fn):
+        return lambda docs, rng: [fn(d, seed=rng.randrange(2**31)) for d in docs]
+
+    return Case(lambda: SectionTransitionCritic(delta=0.1), splits["train"], splits["valid"] + splits["test"],
+                {"permuted": each(permute_sections), "repeated": each(repeat_section), "dropped": each(drop_section)})
+
+
+def _people(args) -> list:
+    from critic.corpora.wikisummaries import load_wiki_summaries
+
+    return load_wiki_summaries(language="en", topic="People", install=False)
+
+
+def _off_topic(pages: Sequence[Document]):
+    """Off-topic documents: a man page's text cut to the length of the real document it replaces."""
+    def corrupt(docs, rng):
+        out = []
+        for d in docs:
+            words = " ".join(s.text for s in rng.choice(pages).sections).split()[:len(d.text.split())]
+            out.append(Document(f"{d.id}#off-topic", (Section(None, " ".join(words)),)))
+        return out
+
+    return corrupt
+
+
+def _ctm_case(args) -> Case:
+    from critics.topics.ctm_critic import CorrelatedTopicCritic
+
+    people = _people(args)
+    pages = [p for p in filtered_manpages(args.root)["train"] if len(p.text.split()) > 400]
+    return Case(lambda: CorrelatedTopicCritic(num_topics=10, steps=args.ctm_steps), people[:args.train],
+                people[args.train:], {"off-topic": _off_topic(pages)})
+
+
+def _lda_case(args) -> Case:
+    from critic.corpora.wikisummaries import load_wiki_summaries
+    from critics.topics.codemix import code_mixed_set
+    from critics.topics.lda import LdaCodeMixCritic
+
+    en = load_wiki_summaries(language="en", install=False)[:args.train]
+    es = load_wiki_summaries(language="es", install=False)[:args.train]
+    half = args.train // 2
+    spanish = es[half:]
+
+    def mixed(docs, rng):
+        english = [d for d in docs]
+        return code_mixed_set(english, rng.sample(spanish, len(english)), kinds=("sentences",),
+                              seed=rng.randrange(2**31))
+
+    return Case(lambda: LdaCodeMixCritic(num_topics=2), en[:half] + es[:half], en[half:] + es[half:],
+                {"code-mixed": mixed})
+
+
+CASES = {"sections": _sections_case, "ctm": _ctm_case, "lda": _lda_case}
+
+
+def run_case(name: str, case: Case, args) -> dict:
+    from critic import criticize
+
+    start = time.perf_counter()
+    critic = case.make().fit(case.train)
+    rng = random.Random(args.seed)
+    held_out = list(case.held_out)
+    rng.shuffle(held_out)
+    half = len(held_out) // 2
+    reference, evaluation = held_out[:half], held_out[half:]
+    out = {"train": len(case.train), "reference": len(reference), "fit_seconds": time.perf_counter() - start,
+           "corruptions": {}}
+    for corruption, corrupt in case.corruptions.items():
+        n_bad = max(1, round(args.rate * len(evaluation)))
+        replaced = set(rng.sample(range(len(evaluation)), n_bad))
+        bad_docs = corrupt([evaluation[i] for i in sorted(replaced)], rng)
+        mixed = [d for i, d in enumerate(evaluation) if i not in replaced] + bad_docs
+        bad_ids = {d.id for d in bad_docs}
+        found = {}
+        for score in ("length", "plain"):
+            result = criticize(critic, reference, {"mixed": mixed}, n_bootstrap=10, n_permutations=10,
+                               outlier_score=score, seed=args.seed)
+            docs = result.candidates["mixed"].documents
+            p = np.array([d.outlier_p_value for d in docs])
+            per_step = np.array([d.latent_nll_per_step for d in docs])
+            bad = np.array([d.id in bad_ids for d in docs])
+            words = np.array([d.words for d in docs])
+            found[score] = {**detection(ranking_scores(p, per_step), bad, n_bootstrap=args.bootstrap, seed=args.seed),
+                            "calibration": calibration(p[~bad], words[~bad]),
+                            "skipped": result.candidates["mixed"].n_skipped}
+        out["corruptions"][corruption] = found
+    return out
+
+
+def _report(results: dict) -> None:
+    print("outlier detection: AUC (95% CI), precision at k; calibration: KS p of real documents' p-values "
+          "(all | length tertiles)")
+    for name, case in results["cases"].items():
+        print(f"{name} (trained on {case['train']}, reference {case['reference']}):")
+        for corruption, by_score in case["corruptions"].items():
+            for score, r in by_score.items():
+                cal = r["calibration"]
+                print(f"  {corruption:<11} {score:<6} AUC {r['auc']:.3f} ({r['auc_ci'][0]:.3f}-{r['auc_ci'][1]:.3f})  "
+                      f"P@{r['k']} {r['precision_at_k']:.2f}  n={r['n']} skipped={r['skipped']}  "
+                      f"KS {cal['all']:.3f} | " + " ".join("—" if t is None else f"{t:.3f}" for t in cal["tertiles"]))
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", default="sections,ctm,lda", help="comma-separated: " + ", ".join(CASES))
+    ap.add_argument("--rate", type=float, default=0.1, help="share of the evaluation documents made bad")
+    ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the AUC CI")
+    ap.add_argument("--train", type=int, default=1000, help="training documents of the topic cases")
+    ap.add_argument("--ctm-steps", type=int, default=1500, help="SVI steps of the CTM fit")
+    ap.add_argument("--root", default="/usr/share/man", help="man page root")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="--train 300 --ctm-steps 200 --bootstrap 200")
+    ap.add_argument("--json", help="write the results here too")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.train, args.ctm_steps, args.bootstrap = 300, 200, 200
+    names = [n for n in args.cases.split(",") if n]
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        ap.error(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(CASES)}")
+    results = {"rate": args.rate, "cases": {name: run_case(name, CASES[name](args), args) for name in names}}
+    _report(results)
+    if args.json:
+        atomic_write_text(args.json, json.dumps(results, indent=1) + "\n")
+    return results
+
+
+if __name__ == "__main__":
+    main()
