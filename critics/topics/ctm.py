@@ -39,24 +39,23 @@ same seed, so a document's ``m, v`` do not depend on which other documents share
 documents one at a time gives the same numbers (the benchmark checks it).  Each document stops on
 its own and leaves the batch.  Two methods:
 
-* ``adam`` (default): ``num_samples`` fresh draws per step and Adam, up to 300 steps, a document
-  stopped when its mean ELBO over a window of steps changes by less than ``tol`` relative; the noisy
-  estimates often fail the test, and the iterate keeps Adam's jitter.
-* ``newton``: the draws are ``num_draws`` (64) fixed ones in antithetic pairs, the same at every
-  iteration, so the ELBO is a deterministic function of ``m, log s`` (the same estimator with its
-  draws frozen).  An iteration takes a Newton step on ``m`` with the curvature ``Sigma^-1 + J(m)``
-  (``J`` the likelihood's Gauss-Newton matrix at the mean, kept on the 48 topics where it is largest
-  against the prior's, solved without a ``K x K`` matrix per document) and a fixed-point step
-  ``v_k = 1 / (Sigma^-1_kk - E[d^2_k log p])`` (Stein's lemma on the draws), halved until the bound
-  does not fall.  Bound and gradients are computed in closed form over the words present only.  A
-  document has converged when the step's predicted gain (Newton decrement ``1/2 g_m^T dm + 1/4
-  |g_log s|^2``) is at most ``tol`` (1e-5) times its bound; it then stops within about ``tol |bound|`` of
-  the maximum.  Two stages: first on 8 of the draws (to ``1e-4``), then from there on all 64; the result
-  maximises the 64-draw bound.  On the benchmark 1.4-1.7x ``adam``'s documents/s, short of the 3x goal.
+* ``adam`` (this function's default): ``num_samples`` fresh draws per step and Adam, up to 300 steps, a
+  document stopped when its mean ELBO over a window of steps changes by less than ``tol`` relative; the
+  noisy estimates often fail the test, and the iterate keeps Adam's jitter.
+* ``newton`` (the critic's default): the draws are ``num_draws`` (24) fixed ones in antithetic pairs,
+  moment-matched (every coordinate's mean square exactly 1), the same at every iteration, so the ELBO is a
+  deterministic function of ``m, log s`` (the same estimator with its draws frozen).  An iteration takes a
+  Newton step on ``m`` with the curvature ``Sigma^-1 + J(m)`` (``J`` the likelihood's Gauss-Newton matrix at
+  the mean on the 24 topics where it is largest against the prior's, the diagonal of its exact Hessian on the
+  others; solved without a ``K x K`` matrix per document) and a fixed-point step ``v_k = 1 / (Sigma^-1_kk -
+  E[d^2_k log p])`` (Stein's lemma on the draws), halved until the bound does not fall.  Bound and gradients
+  are computed in closed form over the words present only.  A document has converged when the step's
+  predicted gain (Newton decrement ``1/2 g_m^T dm + 1/4 |g_log s|^2``) is at most ``tol`` (1e-5) times its
+  bound; it then stops within about ``tol |bound|`` of the maximum.
 
-Fixing the draws changes which bound is maximised, not the model: with 64 draws the posterior means
-and Latent NLLs differ from Adam's, in median, as much as two Adam runs with different seeds differ
-from each other; the largest differences are larger (docs/critics/topics.md).
+Fixing the draws changes which bound is maximised, not the model.  Against a long reference (1,024 draws,
+tol 1e-7) on the benchmark, the 24-draw Newton result's Latent NLLs are off by a median 0.074 nats (max
+0.43), Adam's by 0.24 (max 0.99), at 3.3-4.7x Adam's documents per CPU second (docs/critics/topics.md).
 
 Counts are kept as a CSR bag of words (:class:`BagOfWords`); a batch becomes a
 dense ``(B, V)`` count matrix when ``V`` is at most four times its largest
@@ -84,7 +83,7 @@ import torch.nn.functional as F
 from critic import progress
 
 __all__ = ["BagOfWords", "WordBatch", "CTMGlobals", "FitResult", "LocalResult", "fit_ctm", "infer_local",
-           "log_likelihood", "local_elbo", "PriorTerms", "sample_documents", "centre"]
+           "log_likelihood", "local_elbo", "PriorTerms", "sample_documents", "known_ctm", "centre"]
 
 _TINY = 1e-30
 _PHI_FLOOR = 1e-30
@@ -366,20 +365,200 @@ def _raw_from_scale_tril(L: torch.Tensor) -> torch.Tensor:
     return torch.tril(L, -1) + torch.diag_embed(d + torch.log(-torch.expm1(-d)))  # softplus^-1
 
 
+def _nndsvd(x, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """NNDSVD (Boutsidis and Gallopoulos, 2008) of a sparse non-negative ``x (N, V)``: ``W (N, k)``, ``H (k, V)``
+    from the leading ``k`` singular triplets, each split into its positive and negative parts and the larger
+    one kept.  Deterministic: the SVD is the eigen-decomposition of the smaller Gram matrix, or ARPACK from a
+    fixed start vector when both sides are large; the singular vectors' signs do not matter."""
+    import scipy.sparse.linalg as spla
+
+    n, v = x.shape
+    k = min(k, n, v)
+    if min(n, v) <= 4000:
+        if n <= v:
+            vals, u = np.linalg.eigh((x @ x.T).toarray())
+            order = np.argsort(vals)[::-1][:k]
+            s = np.sqrt(np.clip(vals[order], 0.0, None))
+            u = u[:, order]
+            vt = (x.T @ u).T / np.maximum(s, 1e-300)[:, None]
+        else:
+            vals, w = np.linalg.eigh((x.T @ x).toarray())
+            order = np.argsort(vals)[::-1][:k]
+            s = np.sqrt(np.clip(vals[order], 0.0, None))
+            vt = w[:, order].T
+            u = (x @ vt.T) / np.maximum(s, 1e-300)[None, :]
+    else:
+        u, s, vt = spla.svds(x, k=k, v0=np.full(min(n, v), 1.0 / math.sqrt(min(n, v))), solver="arpack")
+        order = np.argsort(s)[::-1]
+        u, s, vt = u[:, order], s[order], vt[order]
+    w_out, h_out = np.zeros((n, k)), np.zeros((k, v))
+    for j in range(k):
+        a, b = u[:, j], vt[j]
+        ap, an, bp, bn = np.maximum(a, 0), np.maximum(-a, 0), np.maximum(b, 0), np.maximum(-b, 0)
+        pos = np.linalg.norm(ap) * np.linalg.norm(bp)
+        neg = np.linalg.norm(an) * np.linalg.norm(bn)
+        a, b, mass = (ap, bp, pos) if pos >= neg else (an, bn, neg)
+        na, nb = np.linalg.norm(a), np.linalg.norm(b)
+        if mass <= 0 or na == 0 or nb == 0:
+            continue
+        scale = math.sqrt(s[j] * mass)
+        w_out[:, j], h_out[j] = scale * a / na, scale * b / nb
+    return w_out, h_out
+
+
+def _nmf_log_phi(bow: BagOfWords, k: int, *, iterations: int = 100, smoothing: float = 0.05) -> torch.Tensor:
+    """A deterministic start for the topics from the data: NMF of the document-word count matrix under the
+    KL divergence (the multinomial likelihood of PLSA; multiplicative updates) from an NNDSVD start
+    (:func:`_nndsvd`, zeros filled with the matrix's mean / 100), ``iterations`` updates.  Topic ``k`` is row
+    ``k`` of ``H`` normalised, mixed with the corpus's word distribution (weight ``smoothing``) so that no
+    word has probability 0.  No randomness anywhere: every seed gets the same topics."""
+    import scipy.sparse as sp
+
+    n, v = len(bow), bow.num_words
+    rows = np.repeat(np.arange(n), bow.num_distinct)
+    x = sp.csr_matrix((bow.counts.astype(np.float64), (rows, bow.indices)), shape=(n, v))
+    w, h = _nndsvd(x, k)
+    fill = x.sum() / (n * v) / 100.0
+    w[w <= 0], h[h <= 0] = fill, fill
+    if w.shape[1] < k:                                              # fewer singular triplets than topics
+        w = np.hstack([w, np.full((n, k - w.shape[1]), fill)])
+        h = np.vstack([h, np.full((k - h.shape[0], v), fill)])
+    data = x.data
+    for _ in range(int(iterations)):
+        ratio = sp.csr_matrix((data / np.maximum(np.einsum("ek,ek->e", w[rows], h[:, bow.indices].T), 1e-300),
+                               (rows, bow.indices)), shape=(n, v))
+        h *= (ratio.T @ w).T / np.maximum(w.sum(0), 1e-300)[:, None]
+        ratio = sp.csr_matrix((data / np.maximum(np.einsum("ek,ek->e", w[rows], h[:, bow.indices].T), 1e-300),
+                               (rows, bow.indices)), shape=(n, v))
+        w *= (ratio @ h.T) / np.maximum(h.sum(1), 1e-300)[None, :]
+    corpus = np.bincount(bow.indices, weights=bow.counts, minlength=v) + 1.0
+    phi = (1 - smoothing) * h / np.maximum(h.sum(1, keepdims=True), 1e-300) + smoothing * corpus / corpus.sum()
+    return torch.from_numpy(np.log(phi)).float()
+
+
+def closed_form_prior(m: torch.Tensor, v: torch.Tensor, *, jitter: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+    """The M-step for the prior from the documents' posteriors ``N(m_d, diag v_d)`` (``m, v (N, K)``):
+    ``mu = mean_d m_d`` and ``Sigma = mean_d [diag(v_d) + (m_d - mu)(m_d - mu)^T]``, which maximise
+    ``sum_d -H(q_d, N(mu, Sigma))`` exactly.  Returns ``(mu, scale_tril)``, the Cholesky factor of ``Sigma``
+    (computed in float64, ``jitter`` times the mean variance added to the diagonal if it is not positive
+    definite), in ``m``'s dtype."""
+    m64, v64 = m.double(), v.double()
+    mu = m64.mean(0)
+    resid = m64 - mu
+    sigma = resid.T @ resid / len(m64) + torch.diag(v64.mean(0))
+    chol, info = torch.linalg.cholesky_ex(sigma)
+    if int(info) != 0:
+        chol = torch.linalg.cholesky(sigma + jitter * torch.diagonal(sigma).mean() * torch.eye(len(mu),
+                                                                                               dtype=sigma.dtype))
+    return mu.to(m.dtype), chol.to(m.dtype)
+
+
+def _em_topics(bow: BagOfWords, m: torch.Tensor, v: torch.Tensor, phi: torch.Tensor, eps: torch.Tensor, *,
+               topic_concentration: float | None, batch_size: int = 512) -> torch.Tensor:
+    """The M-step for the topics, ``log phi (K, V)``: with ``z_ds = m_d + s_d eps_s`` on the draws ``eps (S, K)``,
+    ``theta_ds = softmax(z_ds)``, each word's topic responsibilities ``r_dwk = mean_s theta_dsk phi_kw /
+    (theta_ds . phi_w)`` at the current ``phi``, and ``phi_kw`` proportional to ``sum_d n_dw r_dwk`` (plus
+    ``beta - 1`` with a Dirichlet(``beta``) on each topic, floored at 0).  A minorise-maximise step (Jensen on
+    ``log theta . phi_w`` per draw), so it does not lower ``E_q[log p(x | z)]`` on those draws."""
+    k, vocab = phi.shape
+    expected = torch.zeros(k, vocab, dtype=torch.float64, device=phi.device)
+    s = v.sqrt()
+    for start in range(0, len(bow), batch_size):
+        rows = np.arange(start, min(start + batch_size, len(bow)))
+        batch = bow.batch(rows, "sparse").to(phi.device)
+        cols = phi.clamp_min(_PHI_FLOOR).T[batch.ids]                        # (B, L, K)
+        theta = torch.softmax(m[rows].unsqueeze(1) + s[rows].unsqueeze(1) * eps, -1)   # (B, S, K)
+        p = torch.bmm(theta, cols.transpose(1, 2)).clamp_min(_TINY)           # (B, S, L)
+        weight = batch.counts.unsqueeze(1) / p / eps.shape[0]                 # n_w / (S p_sw)
+        r = torch.bmm(weight.transpose(1, 2), theta) * cols                  # (B, L, K): sum_s n_w r_swk / S
+        expected.index_add_(1, batch.ids.reshape(-1), r.reshape(-1, k).T.double())
+    if topic_concentration is not None:
+        expected = (expected + (topic_concentration - 1.0)).clamp_min(0.0)
+    phi_new = expected / expected.sum(-1, keepdim=True).clamp_min(_TINY)
+    return torch.log(phi_new.clamp_min(_PHI_FLOOR)).to(phi.dtype)
+
+
+def _fit_em(bow: BagOfWords, k: int, *, iterations: int, tol: float, window: int, seed: int,
+            topic_concentration: float | None, init: str, rng: np.random.Generator, num_draws: int,
+            infer_tol: float, infer_steps: int, device: torch.device) -> FitResult:
+    """Variational EM (:func:`fit_ctm` with ``method="em"``).  Each iteration: the E-step fits every training
+    document's ``q(z_d) = N(m_d, diag v_d)`` with the globals frozen (:func:`infer_local`, ``method="newton"``:
+    a deterministic bound on ``num_draws`` fixed draws from ``seed``); its summed bound is the ELBO recorded;
+    then the M-steps: ``mu, Sigma`` in closed form (:func:`closed_form_prior`), the topics by
+    :func:`_em_topics`.  Stops when the ELBO's mean over ``window`` iterations changes by at most ``tol``
+    relative to the window before (:class:`_Windows`), or after ``iterations``."""
+    n = len(bow)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        if init == "nmf":
+            log_phi = _nmf_log_phi(bow, k)
+        else:
+            log_phi = _initial_log_phi(bow, k, rng)
+            log_phi = torch.log_softmax(log_phi + 0.01 * torch.randn(log_phi.shape), -1)
+        gen = torch.Generator().manual_seed(int(seed) + 1)
+        half = torch.randn(((num_draws + 1) // 2, k), generator=gen)
+    eps = torch.cat([half, -half]).to(device)
+    g = CTMGlobals(torch.zeros(k, device=device), torch.eye(k, device=device), log_phi.to(device))
+    windows = _Windows(window, tol)
+    trace: list[float] = []
+    converged, it = False, 0
+    m = v = None
+    shown = progress.bar(int(iterations), f"ctm: fitting K={k} on {n} documents (variational EM)", "iteration")
+    for it in range(1, int(iterations) + 1):
+        local = infer_local(g, bow, method="newton", steps=infer_steps, tol=infer_tol, num_draws=num_draws,
+                            seed=seed)
+        m, v = local.m, local.v
+        value = float(local.elbo.sum())
+        if topic_concentration is not None and topic_concentration != 1.0:
+            value += float((topic_concentration - 1.0) * g.log_phi.double().sum())
+        value /= n
+        if not math.isfinite(value):
+            raise FloatingPointError(f"fit_ctm: the ELBO became {value} at EM iteration {it}")
+        trace.append(value)
+        shown.update()
+        shown.set_postfix(elbo_per_doc=f"{value:.3f}", refresh=False)
+        done = windows.add(torch.tensor([value], dtype=torch.float64))
+        if done is not None and bool(done.all()):
+            converged = True
+            break
+        if it == int(iterations):
+            break
+        mu, scale_tril = closed_form_prior(m, v)
+        log_phi = _em_topics(bow, m, v, g.phi, eps, topic_concentration=topic_concentration)
+        g = CTMGlobals(mu, scale_tril, log_phi)
+    shown.close()
+    return FitResult(g.detach(), m.detach().clone(), v.detach().clone(), trace, it, converged)
+
+
 def fit_ctm(bow: BagOfWords, num_topics: int, *, steps: int = 2000, batch_size: int = 256, lr: float = 0.05,
-            num_particles: int = 1, tol: float = 1e-5, window: int = 50, seed: int = 0,
+            num_particles: int = 1, tol: float = 1e-5, window: int | None = None, seed: int = 0,
             topic_concentration: float | None = None, representation: str = "auto",
-            device: str | torch.device = "cpu") -> FitResult:
-    """Fit the CTM to ``bow`` by SVI (Pyro ``Trace_ELBO``); see the module docstring.
+            device: str | torch.device = "cpu", method: str = "svi", init: str = "random",
+            prior_step: str = "gradient", em_draws: int = 64, em_infer_tol: float = 1e-5,
+            em_infer_steps: int = 100) -> FitResult:
+    """Fit the CTM to ``bow``; see the module docstring.
 
-    ``batch_size`` documents per step (``pyro.plate`` subsampling; the whole corpus when it is
-    smaller), ``num_particles`` vectorised ELBO particles, Adam / SparseAdam with ``lr``.  Seeded:
-    the same ``seed`` gives the same fit; the global RNG is left as it was.
+    ``method="svi"`` (this function's default): SVI (Pyro ``Trace_ELBO``), ``steps`` steps of ``batch_size``
+    documents (``pyro.plate`` subsampling; the whole corpus when it is smaller), ``num_particles`` vectorised
+    ELBO particles, Adam / SparseAdam with ``lr``; stops when the minibatch ELBO's mean over ``window``
+    (default 50) steps changes by at most ``tol`` relative to the window before.  ``prior_step="closed-form"``
+    sets ``mu, Sigma`` from the documents' posterior tables once per pass over the corpus
+    (:func:`closed_form_prior`) instead of by Adam.
+
+    ``method="em"``: variational EM (:func:`_fit_em`), at most ``steps`` iterations, each an E-step on every
+    document (Newton, ``em_draws`` fixed draws, ``em_infer_tol``, ``em_infer_steps``) and closed-form M-steps;
+    stops when the ELBO's mean over ``window`` (default 1) iterations changes by at most ``tol`` relative.
+
+    ``init``: ``"random"`` (topics from a few seeded random documents, mixed with the corpus's word
+    distribution) or ``"nmf"`` (:func:`_nmf_log_phi`: KL-NMF from NNDSVD, no randomness).  Seeded: the same
+    ``seed`` gives the same fit; the global RNG is left as it was.
     """
-    import pyro
-    import pyro.distributions as dist
-    from pyro.infer import Trace_ELBO
-
+    if method not in ("svi", "em"):
+        raise ValueError(f"method must be 'svi' or 'em', got {method!r}")
+    if init not in ("random", "nmf"):
+        raise ValueError(f"init must be 'random' or 'nmf', got {init!r}")
+    if prior_step not in ("gradient", "closed-form"):
+        raise ValueError(f"prior_step must be 'gradient' or 'closed-form', got {prior_step!r}")
     n, k = len(bow), int(num_topics)
     if n == 0:
         raise ValueError("fit_ctm needs at least one document")
@@ -389,12 +568,23 @@ def fit_ctm(bow: BagOfWords, num_topics: int, *, steps: int = 2000, batch_size: 
         raise ValueError(f"topic_concentration must be > 0, got {topic_concentration}")
     device = torch.device(device)
     rng = np.random.default_rng(seed)
+    if method == "em":
+        return _fit_em(bow, k, iterations=steps, tol=tol, window=1 if window is None else window, seed=seed,
+                       topic_concentration=topic_concentration, init=init, rng=rng, num_draws=int(em_draws),
+                       infer_tol=em_infer_tol, infer_steps=int(em_infer_steps), device=device)
+    window = 50 if window is None else window
+
+    import pyro
+    import pyro.distributions as dist
+    from pyro.infer import Trace_ELBO
+
     b = min(int(batch_size), n)
+    closed_prior = prior_step == "closed-form"
 
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(seed)
-        eta = _initial_log_phi(bow, k, rng).to(device)
-        eta = (eta + 0.01 * torch.randn(eta.shape, device=device)).requires_grad_()
+        eta = (_nmf_log_phi(bow, k) if init == "nmf" else _initial_log_phi(bow, k, rng)).to(device)
+        eta = (eta + (0.0 if init == "nmf" else 0.01) * torch.randn(eta.shape, device=device)).requires_grad_()
         mu = torch.zeros(k, device=device, requires_grad=True)
         raw_l = _raw_from_scale_tril(torch.eye(k, device=device)).requires_grad_()
         loc = torch.zeros(n, k, device=device, requires_grad=True)
@@ -416,8 +606,9 @@ def fit_ctm(bow: BagOfWords, num_topics: int, *, steps: int = 2000, batch_size: 
                 pyro.sample("z", dist.Normal(m, s).to_event(1))
 
         elbo = Trace_ELBO(num_particles=num_particles, vectorize_particles=num_particles > 1, max_plate_nesting=1)
-        opt_global = torch.optim.Adam([eta, mu, raw_l], lr=lr)
+        opt_global = torch.optim.Adam([eta] if closed_prior else [eta, mu, raw_l], lr=lr)
         opt_local = torch.optim.SparseAdam([loc, log_scale], lr=lr)
+        passes_done = 0
         windows = _Windows(window, tol)
         trace: list[float] = []
         order = rng.permutation(n)
@@ -450,6 +641,12 @@ def fit_ctm(bow: BagOfWords, num_topics: int, *, steps: int = 2000, batch_size: 
             if done is not None and bool(done.all()):
                 converged = True
                 break
+            if closed_prior and step * b // n > passes_done:             # a pass over the corpus: mu, Sigma
+                passes_done = step * b // n
+                with torch.no_grad():
+                    new_mu, new_l = closed_form_prior(loc.detach(), (2 * log_scale.detach()).exp())
+                    mu.copy_(new_mu)
+                    raw_l.copy_(_raw_from_scale_tril(new_l))
         shown.close()
 
     with torch.no_grad():
@@ -479,7 +676,7 @@ _METHOD_DEFAULTS = {"adam": {"steps": 300, "tol": 1e-4}, "newton": {"steps": 100
 
 
 def infer_local(globals_: CTMGlobals, bow: BagOfWords, *, method: str = "adam", steps: int | None = None,
-                tol: float | None = None, lr: float = 0.05, num_samples: int = 4, num_draws: int = 64,
+                tol: float | None = None, lr: float = 0.05, num_samples: int = 4, num_draws: int = 24,
                 batch_size: int = 512, window: int = 25, seed: int = 0, init_scale: float = 0.3,
                 representation: str = "auto") -> LocalResult:
     """Fit ``q(z_d) = N(m_d, diag v_d)`` to each document of ``bow`` with the globals frozen.
@@ -487,11 +684,11 @@ def infer_local(globals_: CTMGlobals, bow: BagOfWords, *, method: str = "adam", 
     Documents go ``batch_size`` at a time, ``m`` started at ``mu`` and ``log s`` at ``log init_scale``,
     each document stopping on its own.  ``method``:
 
-    * ``"adam"`` (default): stochastic optimisation with ``num_samples`` fresh draws per step, Adam with
-      ``lr`` (:func:`_infer_batch`); a document stops once its mean ELBO over a ``window`` of steps changes
-      by less than ``tol`` (default ``1e-4``; ``0``: exactly ``steps`` steps, default 300) relative to the
-      window before.
-    * ``"newton"``: maximise each document's ELBO (:func:`local_elbo`) on ``num_draws`` fixed
+    * ``"adam"`` (the default here; the critic's is ``"newton"``): stochastic optimisation with
+      ``num_samples`` fresh draws per step, Adam with ``lr`` (:func:`_infer_batch`); a document stops once its
+      mean ELBO over a ``window`` of steps changes by less than ``tol`` (default ``1e-4``; ``0``: exactly
+      ``steps`` steps, default 300) relative to the window before.
+    * ``"newton"``: maximise each document's ELBO (:func:`local_elbo`) on ``num_draws`` (24) fixed
       standard-normal draws (:func:`_newton_batch`), a deterministic bound, by Newton steps on ``m`` and
       fixed-point steps on ``v``; a document stops, converged, when the step's predicted gain is at most
       ``tol`` (default ``1e-5``) times its bound, or after ``steps`` iterations (default 100).
@@ -592,22 +789,39 @@ _HALVINGS = 6
 """A Newton step is halved at most this many times looking for a higher bound (then the document stops)."""
 _MAX_LOG_S_STEP = 1.0
 """The fixed-point step moves ``log s`` by at most this much per iteration."""
-_ACTIVE_TOPICS = 48
-"""The Newton system on ``m`` keeps the likelihood's curvature on this many topics per document (those whose
-curvature is largest against the prior's, :func:`_likelihood_curvature`); all of them when ``K`` is at most this."""
-_COARSE_DRAWS = 8
-"""The first stage of the Newton path maximises the bound on this many of its draws (:func:`_newton_batch`)."""
+_ACTIVE_TOPICS = 24
+"""The Newton system on ``m`` keeps the likelihood's full (Gauss-Newton) curvature on this many topics per
+document (those whose curvature is largest against the prior's, :func:`_likelihood_curvature`), its diagonal
+on the others; all of them when ``K`` is at most this.  24 of K = 100 on the benchmark: 16 and 32 did as well
+to within the timing noise, 48 was slower (docs/critics/topics.md)."""
+_PCG_STEPS = 1
+"""Conjugate-gradient steps that add the other topics' diagonal curvature to the Newton step on ``m``
+(:func:`_newton_steps`)."""
+_COARSE_DRAWS = 0
+"""A first stage of the Newton path on this many of its draws (:func:`_newton_batch`); 0: none (with 24 draws
+a first stage on 8 gained nothing on the benchmark)."""
 _COARSE_TOL = 1e-4
 """... to this tolerance (relative predicted gain)."""
 
 
 def _fixed_draws(num_draws: int, k: int, seed: int, device, dtype) -> torch.Tensor:
     """``num_draws`` standard-normal draws ``(S, K)`` from ``seed`` in antithetic pairs ``(e, -e)`` (``S``
-    rounded up to even): their mean is exactly 0, so the bound's gradient in ``m`` carries no first-order
-    Monte Carlo error."""
+    rounded up to even), moment-matched (:func:`_matched`): their mean is exactly 0, so the bound's gradient
+    in ``m`` carries no first-order Monte Carlo error, and every coordinate's mean square exactly 1."""
     gen = torch.Generator(device=device).manual_seed(int(seed))
     half = torch.randn(((int(num_draws) + 1) // 2, k), generator=gen, device=device, dtype=dtype)
-    return torch.cat([half, -half])
+    return _matched(torch.cat([half, -half]))
+
+
+def _matched(eps: torch.Tensor) -> torch.Tensor:
+    """Draws ``eps (S, K)`` (antithetic pairs) with each coordinate rescaled to mean square exactly 1.
+
+    With ``S`` draws a coordinate's mean square is ``chi^2_S / S`` (sd ``sqrt(2/S)``: 0.35 at 16 draws),
+    and the fixed-draw bound's variance term ``~ 1/2 sum_k h_k v_k mean_S(eps_k^2)`` is then off by that
+    factor per topic: maximising it fits ``v_k`` too large where the draws are narrow and too small where
+    they are wide, a systematic error in ``tr(Sigma^-1 diag v)`` and so in the Latent NLL (measured on the
+    benchmark: median 0.09 nats at 64 plain draws, 0.25 at 32).  Rescaling removes it; the mean stays 0."""
+    return eps * eps.pow(2).mean(0, keepdim=True).clamp_min(_TINY).rsqrt()
 
 
 class _Prior:
@@ -642,51 +856,89 @@ def _bound(m: torch.Tensor, log_s: torch.Tensor, eps: torch.Tensor, prior: _Prio
     return value, grad_m, grad_log_s
 
 
-def _likelihood_curvature(m: torch.Tensor, prior: _Prior, batch: WordBatch) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gauss-Newton curvature of ``log p(x_d | z)`` at ``z = m (B, K)`` on each document's active topics:
-    ``(idx (B, A), J (B, A, A))``.  In full ``J = sum_w n_dw g_w g_w^T`` with ``g_w = grad_z log p_w =
-    r_w - theta``, ``r_w = theta c_w / p_w`` the word's topic responsibilities, ``p_w = theta . c_w``, ``c_w``
-    the column of ``phi`` of word ``w`` (the words present only): ``-Hessian`` without the terms in the word
-    probabilities' own second derivatives, positive semi-definite.  Its rows are kept for the
-    ``A = min(K, _ACTIVE_TOPICS)`` topics with the largest ``u_k / Sigma^-1_kk``, ``u_k = t_k (1 - 2 theta_k)
-    + N theta_k^2 >= J_kk`` (``t_k = sum_w n_w r_wk`` the words drawn to topic ``k``, ``N`` the document's
-    length): one product over the words to choose them.  The other topics' curvature is small against the
-    prior's (few words drawn to them and ``theta_k`` small), and dropping it only lengthens the Newton
-    step along them; the line search guards the step."""
+def _likelihood_curvature(m: torch.Tensor, prior: _Prior, batch: WordBatch
+                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Curvature of ``-log p(x_d | z)`` at ``z = m (B, K)``: ``(idx (B, A), J (B, A, A), h (B, K) or None)``.
+
+    On each document's ``A = min(K, _ACTIVE_TOPICS)`` active topics ``idx`` the Gauss-Newton matrix
+    ``J = sum_w n_dw g_w g_w^T``, with ``g_w = grad_z log p_w = r_w - theta``, ``r_w = theta c_w / p_w`` the
+    word's topic responsibilities, ``p_w = theta . c_w``, ``c_w`` the column of ``phi`` of word ``w`` (the
+    words present only), positive semi-definite.  The active topics are those with the largest ``u_k /
+    Sigma^-1_kk``, ``u_k = t_k (1 - 2 theta_k) + N theta_k^2 >= J_kk`` (``t_k = sum_w n_w r_wk`` the words
+    drawn to topic ``k``, ``N`` the document's length): one product over the words to choose them.
+
+    On the other topics (``h``, zero on ``idx``; ``None`` when ``K <= A``) the diagonal of the exact
+    ``-Hessian``, ``N theta_k (1 - theta_k) - t_k + sum_w n_w r_wk^2``, without its last term (small where
+    few words are drawn to ``k``; it cost 10% of the speed for no measured gain): ``h_k = N theta_k (1 -
+    theta_k) - t_k``, floored at 0.  Gauss-Newton alone misses it: on a topic with few of the document's
+    words ``J_kk ~ N theta_k^2`` while ``h_k ~ N theta_k``, and with only the prior's curvature there the
+    Newton step overshot along the inactive topics (measured: 2x too long, the full step refused in 60% of
+    late iterations); with ``h`` the step gains ~90% of what the exact Newton step on the bound does."""
     theta = torch.softmax(m, -1)
     cols, counts = batch.columns, batch.counts
     b, k = m.shape
     p = torch.bmm(cols, theta.unsqueeze(-1)).squeeze(-1).clamp_min(_TINY)   # (B, L)
+    drawn = theta * torch.bmm((counts / p).unsqueeze(1), cols).squeeze(1)              # t (B, K)
+    length = counts.sum(-1, keepdim=True)
+    excess = length * theta - drawn                                                    # q = N theta - t
+    h = None
     if k <= _ACTIVE_TOPICS:
         idx = torch.arange(k, device=m.device).expand(b, k)
     else:
-        drawn = theta * torch.bmm((counts / p).unsqueeze(1), cols).squeeze(1)          # t (B, K)
-        upper = drawn * (1 - 2 * theta) + counts.sum(-1, keepdim=True) * theta * theta
+        upper = drawn * (1 - 2 * theta) + length * theta * theta
         idx = (upper / prior.precision_diag).topk(_ACTIVE_TOPICS, -1).indices
-        cols, theta = cols.gather(2, idx.unsqueeze(1).expand(-1, cols.shape[1], -1)), theta.gather(1, idx)
+        h = (excess - length * theta * theta).clamp_min(0).scatter_(1, idx, 0.0)       # N theta (1 - theta) - t
+        cols = cols.gather(2, idx.unsqueeze(1).expand(-1, cols.shape[1], -1))
+    theta, excess = theta.gather(1, idx), excess.gather(1, idx)
     g = theta.unsqueeze(1) * (cols / p.unsqueeze(-1) - 1) * counts.sqrt().unsqueeze(-1)   # (B, L, A)
-    return idx, g.transpose(1, 2) @ g
+    return idx, g.transpose(1, 2) @ g + torch.diag_embed((excess * (1 - 2 * theta)).clamp_min(0)), h
 
 
 def _newton_steps(m: torch.Tensor, grad_m: torch.Tensor, grad_log_s: torch.Tensor, prior: _Prior,
                   batch: WordBatch) -> tuple[torch.Tensor, torch.Tensor]:
     """The proposed moves ``(dm, d log s)``, each ``(B, K)``.
 
-    ``dm = (Sigma^-1 + E J E^T)^-1 grad_m``: a Newton step on ``m`` with the bound's curvature taken at the
-    mean, the likelihood's on the active topics ``E`` (:func:`_likelihood_curvature`).  No ``K x K`` matrix per
-    document: with ``u = Sigma grad_m``, ``a = E^T dm`` solves ``(I + Sigma_AA J) a = u_A`` (``A x A``,
-    non-singular as ``J`` is positive semi-definite) and ``dm = u - Sigma E J a``.  ``d log s``: the fixed
-    point ``v_k = 1 / (Sigma^-1_kk - b_k)`` with ``b_k = mean_S[d_k log p(x|z) eps_k] / s_k`` (Stein's lemma:
-    the draws' estimate of ``E_q[d^2_k log p(x|z)]``); as ``grad_log s_k = 1 - v_k (Sigma^-1_kk - b_k)`` it is
-    ``-1/2 log(1 - grad_log s_k)``, moving ``log s`` by at most ``_MAX_LOG_S_STEP``."""
-    idx, j = _likelihood_curvature(m, prior, batch)
-    u = grad_m @ prior.sigma
+    ``dm ~ C^-1 grad_m``, ``C = Sigma^-1 + E J E^T + diag(h)``: a Newton step on ``m`` with the bound's
+    curvature taken at the mean, the likelihood's Gauss-Newton matrix on the active topics ``E`` and its
+    diagonal elsewhere (:func:`_likelihood_curvature`).  No ``K x K`` matrix per document: ``M = Sigma^-1 +
+    E J E^T`` is solved by Woodbury (with ``u = Sigma r``, ``a = E^T x`` solves ``(I + Sigma_AA J) a = u_A``,
+    ``A x A``, non-singular as ``J`` is positive semi-definite, factored once, and ``x = u - Sigma E J a``),
+    and ``C`` by ``_PCG_STEPS`` steps of conjugate gradients preconditioned by ``M`` from ``M^-1 grad_m``
+    (``C p = M p + h p``, so a step costs one solve with ``M``; one step reaches ~98% of the exact solve's
+    gain on the benchmark).  ``d log s``: the fixed point ``v_k = 1 / (Sigma^-1_kk - b_k)`` with ``b_k =
+    mean_S[d_k log p(x|z) eps_k] / s_k`` (Stein's lemma: the draws' estimate of ``E_q[d^2_k log p(x|z)]``); as
+    ``grad_log s_k = 1 - v_k (Sigma^-1_kk - b_k)`` it is ``-1/2 log(1 - grad_log s_k)``, moving ``log s`` by
+    at most ``_MAX_LOG_S_STEP``."""
+    idx, j, h = _likelihood_curvature(m, prior, batch)
     sigma_aa = prior.sigma[idx.unsqueeze(-1), idx.unsqueeze(1)]    # (B, A, A)
     eye = torch.eye(idx.shape[1], dtype=m.dtype, device=m.device)
-    a, info = torch.linalg.solve_ex(eye + sigma_aa @ j, u.gather(1, idx).unsqueeze(-1))
-    ja = (j @ a).squeeze(-1)
-    ja = torch.where((info > 0).unsqueeze(-1) | ~torch.isfinite(ja), torch.zeros_like(ja), ja)  # rounding: prior only
-    dm = u - torch.zeros_like(m).scatter_(1, idx, ja) @ prior.sigma
+    lu, pivots, info = torch.linalg.lu_factor_ex(eye + sigma_aa @ j)
+    singular = (info > 0).unsqueeze(-1)
+
+    def solve_m(r: torch.Tensor) -> torch.Tensor:                  # M^-1 r
+        u = r @ prior.sigma
+        a = torch.linalg.lu_solve(lu, pivots, u.gather(1, idx).unsqueeze(-1))
+        ja = (j @ a).squeeze(-1)
+        ja = torch.where(singular | ~torch.isfinite(ja), torch.zeros_like(ja), ja)  # rounding: prior only
+        return u - torch.zeros_like(m).scatter_(1, idx, ja) @ prior.sigma
+
+    dm = solve_m(grad_m)
+    if h is not None and _PCG_STEPS > 0:                           # conjugate gradients on C, preconditioned by M
+        r = -h * dm                                                # grad_m - C dm, as M dm = grad_m
+        z = solve_m(r)
+        p, mp, rz = z, r, (r * z).sum(-1, keepdim=True)
+        for i in range(_PCG_STEPS):
+            cp = mp + h * p
+            pcp = (p * cp).sum(-1, keepdim=True)
+            alpha = torch.where(pcp > 0, rz / pcp.clamp_min(_TINY), torch.zeros_like(pcp))
+            dm = dm + alpha * p
+            if i + 1 == _PCG_STEPS:
+                break
+            r = r - alpha * cp
+            z = solve_m(r)
+            rz_new = (r * z).sum(-1, keepdim=True)
+            beta = torch.where(rz > 0, rz_new / rz.clamp_min(_TINY), torch.zeros_like(rz))
+            p, mp, rz = z + beta * p, r + beta * mp, rz_new
     bound = math.exp(2 * _MAX_LOG_S_STEP)
     d_log_s = -0.5 * torch.log((1 - grad_log_s).clamp(1 / bound, bound))
     return dm, d_log_s
@@ -723,13 +975,13 @@ def _newton_batch(g: CTMGlobals, batch: WordBatch, b: int, *, steps: int, num_dr
     The objective is :func:`local_elbo` with its likelihood term on ``num_draws`` fixed draws
     (:func:`_fixed_draws`, the same for every document, iteration and batch): the same ELBO as the Adam
     path with its Monte Carlo draws frozen (common random numbers), so a deterministic function of
-    ``m, log s`` whose change can be tested (:func:`_bound`).  Two stages of :func:`_newton_stage`, from
-    ``m = mu``, ``log s = log init_scale``: first on the first ``_COARSE_DRAWS`` of those draws (half of
-    them antithetic to the others), to tolerance ``_COARSE_TOL``, at a fraction of the cost; then, from
-    there, on all ``num_draws`` to ``tol``.  The result maximises the ``num_draws`` bound; the first stage
-    only brings each document near its maximum (skipped when ``num_draws <= _COARSE_DRAWS``).  Returns what
-    :func:`_infer_batch` does; a document's steps are its iterations in both stages, its convergence
-    the second stage's."""
+    ``m, log s`` whose change can be tested (:func:`_bound`).  :func:`_newton_stage` from ``m = mu``, ``log s =
+    log init_scale`` on all ``num_draws`` to ``tol``.  With ``_COARSE_DRAWS`` set (by default 0: not), a first
+    stage before it on that many of the draws (half of them antithetic to the others, moment-matched again), to
+    tolerance ``_COARSE_TOL``, only to bring each document near its maximum (skipped when ``num_draws <=
+    _COARSE_DRAWS``); the result maximises the ``num_draws`` bound either way.  Returns what
+    :func:`_infer_batch` does; a document's steps are its iterations in both stages, its convergence the
+    last stage's."""
     device, dtype, k = g.mu.device, g.mu.dtype, g.num_topics
     eps = _fixed_draws(num_draws, k, seed, device, dtype)
     prior = _Prior(g)
@@ -737,9 +989,9 @@ def _newton_batch(g: CTMGlobals, batch: WordBatch, b: int, *, steps: int, num_dr
     log_s = torch.full((b, k), math.log(init_scale), dtype=dtype, device=device)
     used = torch.zeros(b, dtype=torch.long)
     trace: list[float] = []
-    if len(eps) > _COARSE_DRAWS:
+    if 2 <= _COARSE_DRAWS < len(eps):
         half, pairs = len(eps) // 2, _COARSE_DRAWS // 2
-        coarse = torch.cat([eps[:pairs], eps[half:half + pairs]])
+        coarse = _matched(torch.cat([eps[:pairs], eps[half:half + pairs]]))
         m, log_s, used, _, _, trace = _newton_stage(m, log_s, coarse, prior, batch, steps=steps,
                                                     tol=max(tol, _COARSE_TOL))
     m, log_s, stop_step, converged, last, fine = _newton_stage(m, log_s, eps, prior, batch, steps=steps, tol=tol)
@@ -754,7 +1006,8 @@ def _newton_stage(m: torch.Tensor, log_s: torch.Tensor, eps: torch.Tensor, prior
     bound does not fall (:func:`_line_search`).  A document stops, converged, before a step whose predicted
     gain (the Newton decrement of the quadratic model, ``1/2 g_m . dm`` plus ``1/4 |g_log s|^2`` for
     curvature ``-2`` in ``log s``) is at most ``tol |F|``; unconverged when no step raises its bound or
-    after ``steps`` iterations.  Stopped documents leave the batch.  Returns ``m, log s``, per document
+    after ``steps`` iterations.  Stopped documents leave the batch (converged ones before the line search, so
+    that its first trial takes every row without copying the batch).  Returns ``m, log s``, per document
     the iteration at which it stopped, whether it converged and its bound, and the trace (mean bound of
     the documents still running, per iteration)."""
     b = len(m)
@@ -770,15 +1023,28 @@ def _newton_stage(m: torch.Tensor, log_s: torch.Tensor, eps: torch.Tensor, prior
         dm, d_log_s = _newton_steps(m, grad_m, grad_log_s, prior, batch)
         gain = 0.5 * (grad_m * dm).sum(-1) + 0.25 * grad_log_s.pow(2).sum(-1)
         done = gain <= tol * value.abs()
+        running, total = len(m), float(value[done].double().sum())  # the trace: mean over the documents running
+        if bool(done.any()):                                       # converged: they leave before the line search
+            rows = active[done.cpu()]
+            out_m[rows.to(device)], out_log_s[rows.to(device)] = m[done], log_s[done]
+            last[rows], stop_step[rows], converged[rows] = value[done].double().cpu(), step, True
+            keep = ~done
+            if not bool(keep.any()):
+                trace.append(total / running)
+                break
+            active, m, log_s, value, grad_m, grad_log_s, dm, d_log_s = (
+                t[keep.to(t.device)] for t in (active, m, log_s, value, grad_m, grad_log_s, dm, d_log_s))
+            batch = batch.rows(keep)
+        everyone = torch.ones(len(m), dtype=torch.bool, device=device)
         m, log_s, value, grad_m, grad_log_s, moved = _line_search(m, log_s, dm, d_log_s, value, eps, prior, batch,
-                                                                  ~done)
-        stop = (done | ~moved) if step < steps else torch.ones_like(done)
-        trace.append(float(value.double().mean()))                 # mean over the documents still running
+                                                                  everyone)
+        trace.append((total + float(value.double().sum())) / running)
+        stop = ~moved if step < steps else everyone
         if not bool(stop.any()):
             continue
         rows = active[stop.cpu()]
         out_m[rows.to(device)], out_log_s[rows.to(device)] = m[stop], log_s[stop]
-        last[rows], stop_step[rows], converged[rows] = value[stop].double().cpu(), step, done[stop].cpu()
+        last[rows], stop_step[rows] = value[stop].double().cpu(), step
         keep = ~stop
         if not bool(keep.any()):
             break
@@ -789,6 +1055,30 @@ def _newton_stage(m: torch.Tensor, log_s: torch.Tensor, eps: torch.Tensor, prior
 
 
 # --------------------------------------------------------------------------- simulation
+
+
+def known_ctm(num_topics: int, vocab: int, seed: int = 0, *, factors: str = "blocks"
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A known CTM for tests and benchmarks, float64 ``(mu (K,), Sigma (K, K), phi (K, V))``, all drawn from
+    ``seed``: the correlation of ``w w^T + 0.3 I`` scaled to standard deviation 1.5, ``mu ~ N(0, 0.5^2)``,
+    Dirichlet(0.05) topics.  ``factors="blocks"``: two blocks of topics, positively correlated within and
+    negatively across (``w[:, 0] = +-1`` by block, ``w[:, 1] ~ N(0, 0.7^2)``); ``"random"``: three standard
+    normal factors (strong correlations in every direction)."""
+    rng = np.random.default_rng(seed)
+    if factors == "blocks":
+        w = np.zeros((num_topics, 2))
+        w[: num_topics // 2, 0], w[num_topics // 2:, 0] = 1.0, -1.0
+        w[:, 1] = rng.normal(0.0, 0.7, num_topics)
+    elif factors == "random":
+        w = rng.normal(0.0, 1.0, (num_topics, 3))
+    else:
+        raise ValueError(f"factors must be 'blocks' or 'random', got {factors!r}")
+    r = w @ w.T + 0.3 * np.eye(num_topics)
+    d = np.sqrt(np.diag(r))
+    sigma = r / np.outer(d, d) * 1.5 ** 2
+    mu = rng.normal(0.0, 0.5, num_topics)
+    phi = rng.dirichlet(np.full(vocab, 0.05), size=num_topics)
+    return torch.tensor(mu), torch.tensor(sigma), torch.tensor(phi)
 
 
 def sample_documents(mu: torch.Tensor, sigma: torch.Tensor, phi: torch.Tensor, num_docs: int, *,

@@ -74,20 +74,27 @@ def tokenize(text: str) -> list[str]:
 class CorrelatedTopicCritic(Critic):
     """Correlated topic model critic (see the module docstring).
 
-    Settings: ``num_topics`` (K); SVI fitting: ``steps``, ``train_batch_size``, ``lr``,
-    ``num_particles``, ``tol`` (relative change of the windowed ELBO), ``topic_concentration``
+    Settings: ``num_topics`` (K); fitting (:func:`~critics.topics.ctm.fit_ctm`): ``fit_method`` (``"svi"``,
+    the default: ``steps`` SVI steps of ``train_batch_size`` documents with ``lr`` and ``num_particles``;
+    ``"em"``: variational EM, at most ``em_iterations`` iterations, each a Newton E-step on every training
+    document and closed-form M-steps -- not the default until its seed agreement is measured, see
+    docs/critics/topics.md), ``init`` (``"random"``, the default: a few seeded random documents; ``"nmf"``:
+    topics from KL-NMF of the counts from NNDSVD, the same for every seed), ``prior_step`` (SVI only: ``"gradient"``, Adam on ``mu, L``; ``"closed-form"``: once per pass),
+    ``tol`` (relative change of the windowed ELBO: the stopping rule), ``topic_concentration``
     (a symmetric Dirichlet on each topic's word distribution, ``None``: none); inference for new
-    documents: ``infer_method`` (``"adam"``: Adam with ``infer_lr`` and ``infer_samples`` fresh draws per
-    step; ``"newton"``: Newton steps on the ELBO with ``infer_draws`` fixed draws; see
-    :func:`~critics.topics.ctm.infer_local`), ``infer_steps`` (most iterations or steps), ``infer_batch_size``,
-    ``infer_tol`` (``None``: the method's default);
+    documents: ``infer_method`` (``"newton"``, the default: Newton steps on the ELBO with ``infer_draws``
+    (24) fixed draws; ``"adam"``, the default until the Newton path was 3x faster: Adam with ``infer_lr`` and
+    ``infer_samples`` fresh draws per step; see :func:`~critics.topics.ctm.infer_local`), ``infer_steps``
+    (most iterations or steps), ``infer_batch_size``, ``infer_tol`` (``infer_steps``, ``infer_tol``:
+    ``None``, the method's default);
     ``seed``; ``mean_only`` (score the variational mean only, as the authors did); vocabulary:
     ``max_doc_freq``, ``min_count``, ``stop_words``.
 
     Fitted attributes: ``vocab_`` (word types, in id order), ``frequent_`` (types dropped for
     occurring in more than ``max_doc_freq`` of the training documents), ``globals_``
     (:class:`~critics.topics.ctm.CTMGlobals`), ``elbo_trace_`` (per-document ELBO per SVI step),
-    ``fit_steps_``, ``fit_converged_``, ``training_docs_``, ``training_skipped_`` (id -> why),
+    ``fit_steps_``, ``fit_converged_``, ``fit_method_``, ``fit_init_`` (how it was fitted), ``training_docs_``,
+    ``training_skipped_`` (id -> why),
     ``validation_elbo_per_token_`` (held-out ELBO per token, when ``validation`` was given).
     """
 
@@ -98,11 +105,17 @@ class CorrelatedTopicCritic(Critic):
 
     def __init__(self, *, num_topics: int = 100, steps: int = 3000, train_batch_size: int = 256, lr: float = 0.05,
                  num_particles: int = 1, tol: float = 1e-5, topic_concentration: float | None = None,
-                 infer_steps: int = 300, infer_batch_size: int = 512, infer_lr: float = 0.05, infer_samples: int = 4,
-                 infer_tol: float | None = None, infer_method: str = "adam", infer_draws: int = 64, seed: int = 0,
+                 fit_method: str = "svi", init: str = "random", prior_step: str = "gradient", em_iterations: int = 200,
+                 infer_steps: int | None = None, infer_batch_size: int = 512, infer_lr: float = 0.05,
+                 infer_samples: int = 4, infer_tol: float | None = None, infer_method: str = "newton",
+                 infer_draws: int = 24, seed: int = 0,
                  mean_only: bool = False, max_doc_freq: float = 0.5, min_count: int = 1, stop_words: bool = True):
         self.num_topics = num_topics
         self.steps = steps
+        self.fit_method = fit_method
+        self.init = init
+        self.prior_step = prior_step
+        self.em_iterations = em_iterations
         self.train_batch_size = train_batch_size
         self.lr = lr
         self.num_particles = num_particles
@@ -128,9 +141,17 @@ class CorrelatedTopicCritic(Critic):
             raise ValueError(f"max_doc_freq must be in (0, 1], got {self.max_doc_freq!r}")
         if self.infer_method not in ("newton", "adam"):
             raise ValueError(f"infer_method must be 'newton' or 'adam', got {self.infer_method!r}")
-        for name in ("steps", "train_batch_size", "infer_steps", "infer_batch_size", "infer_samples", "infer_draws",
+        if self.fit_method not in ("em", "svi"):
+            raise ValueError(f"fit_method must be 'em' or 'svi', got {self.fit_method!r}")
+        if self.init not in ("nmf", "random"):
+            raise ValueError(f"init must be 'nmf' or 'random', got {self.init!r}")
+        if self.prior_step not in ("gradient", "closed-form"):
+            raise ValueError(f"prior_step must be 'gradient' or 'closed-form', got {self.prior_step!r}")
+        for name in ("steps", "em_iterations", "train_batch_size", "infer_steps", "infer_batch_size", "infer_samples", "infer_draws",
                      "min_count", "num_particles"):
             value = getattr(self, name)
+            if name == "infer_steps" and value is None:
+                continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
@@ -180,13 +201,16 @@ class CorrelatedTopicCritic(Critic):
         bow, ids, failures, _ = self.bag_of_words(docs)
         if not ids:
             raise ValueError("no training document has an in-vocabulary word")
-        result = fit_ctm(bow, self.num_topics, steps=self.steps, batch_size=self.train_batch_size, lr=self.lr,
-                         num_particles=self.num_particles, tol=self.tol, seed=self.seed,
-                         topic_concentration=self.topic_concentration, device=self.device)
+        em = self.fit_method == "em"
+        result = fit_ctm(bow, self.num_topics, steps=self.em_iterations if em else self.steps,
+                         batch_size=self.train_batch_size, lr=self.lr, num_particles=self.num_particles, tol=self.tol,
+                         seed=self.seed, topic_concentration=self.topic_concentration, device=self.device,
+                         method=self.fit_method, init=self.init, prior_step=self.prior_step)
         self.globals_ = result.globals
         self.elbo_trace_ = list(result.elbo_trace)
         self.fit_steps_ = int(result.steps)
         self.fit_converged_ = bool(result.converged)
+        self.fit_method_, self.fit_init_ = self.fit_method, self.init
         self.training_docs_ = len(ids)
         self.training_skipped_ = dict(failures)
         self.validation_elbo_per_token_ = None
@@ -287,8 +311,31 @@ class CorrelatedTopicCritic(Critic):
     def training_used(self) -> int:
         return self.training_docs_
 
+    def _fit_words(self) -> str:
+        unit = "EM iterations" if self.fit_method_ == "em" else "SVI steps"
+        final = f"{self.elbo_trace_[-1]:.3f}" if self.elbo_trace_ else "none"
+        return (f"{self.fit_method_} from {self.fit_init_} init, {self.fit_steps_} {unit}, final ELBO {final} per document, "
+                + ("converged" if self.fit_converged_ else f"NOT converged (tol {self.tol:g})"))
+
+    def fit_summary(self, n_documents: int) -> str:
+        """The base class's summary and the fit: method, steps, final ELBO per document, converged or not."""
+        self._require_fitted()
+        return f"{super().fit_summary(n_documents)}; fit: {self._fit_words()}"
+
+    def fit_warnings(self) -> list[str]:
+        """Warns when the fit stopped on its step limit before the ELBO met the stopping rule: its globals (and
+        so every document's Latent NLL) may still move with more steps or another seed."""
+        self._require_fitted()
+        warnings = super().fit_warnings()
+        if not self.fit_converged_:
+            limit = "em_iterations" if self.fit_method_ == "em" else "steps"
+            warnings.append(f"the CTM fit did not converge ({self._fit_words()}): the windowed ELBO still changed by "
+                            f"more than tol={self.tol:g} relative; raise {limit} or tol")
+        return warnings
+
     def _get_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         state = {"vocab": self.vocab_, "frequent": self.frequent_, "fit_steps": self.fit_steps_,
+                 "fit_method": self.fit_method_, "fit_init": self.fit_init_,
                  "fit_converged": self.fit_converged_, "training_docs": self.training_docs_,
                  "training_skipped": self.training_skipped_,
                  "validation_elbo_per_token": self.validation_elbo_per_token_}
@@ -314,6 +361,8 @@ class CorrelatedTopicCritic(Critic):
         self.globals_ = CTMGlobals(mu, tril, log_phi).to(self.device)
         self.elbo_trace_ = tensors["elbo_trace"].tolist()
         self.fit_steps_ = int(state["fit_steps"])
+        self.fit_method_ = str(state.get("fit_method", "svi"))        # critics saved before issue 21: SVI
+        self.fit_init_ = str(state.get("fit_init", "random"))
         self.fit_converged_ = bool(state["fit_converged"])
         self.training_docs_ = int(state["training_docs"])
         self.training_skipped_ = dict(state["training_skipped"])

@@ -14,7 +14,7 @@ import pytest
 import torch
 from scipy.optimize import linear_sum_assignment
 
-from critics.topics.ctm import (BagOfWords, CTMGlobals, PriorTerms, centre, fit_ctm, infer_local, local_elbo,
+from critics.topics.ctm import (BagOfWords, known_ctm, CTMGlobals, PriorTerms, centre, fit_ctm, infer_local, local_elbo,
                                 log_likelihood, sample_documents)
 
 K, V = 6, 300
@@ -22,16 +22,7 @@ K, V = 6, 300
 
 def true_model(seed: int = 0):
     """``(mu, Sigma, phi)``: two blocks of topics, positively correlated within, negatively across."""
-    rng = np.random.default_rng(seed)
-    w = np.zeros((K, 2))
-    w[: K // 2, 0], w[K // 2:, 0] = 1.0, -1.0
-    w[:, 1] = rng.normal(0.0, 0.7, K)
-    r = w @ w.T + 0.3 * np.eye(K)
-    d = np.sqrt(np.diag(r))
-    sigma = r / np.outer(d, d) * 1.5 ** 2
-    mu = rng.normal(0.0, 0.5, K)
-    phi = rng.dirichlet(np.full(V, 0.05), size=K)
-    return torch.tensor(mu), torch.tensor(sigma), torch.tensor(phi)
+    return known_ctm(K, V, seed)
 
 
 def correlation(cov: np.ndarray) -> np.ndarray:
@@ -207,7 +198,7 @@ def test_fit_is_seeded_and_stops_on_tolerance():
 
 @pytest.fixture(scope="module")
 def newton_case():
-    """K = 6 globals of a known CTM and 40 new documents from it; Newton with its defaults (64 fixed draws,
+    """K = 6 globals of a known CTM and 40 new documents from it; Newton with its defaults (24 fixed draws,
     tol 1e-5) and a long run (tol 0: 60 iterations, or until no step raises the bound)."""
     torch.set_num_threads(1)
     mu, sigma, phi = true_model(5)
@@ -224,24 +215,24 @@ def _latent_nll(g, local):
 
 def test_newton_stops_converged_documents_early_with_the_long_runs_posteriors(newton_case):
     """The bound on fixed draws is deterministic, so the stopping rule (the next step's predicted gain at
-    most tol |bound|, ~0.005 nats here) can be met: all 40 documents converge in at most 25 iterations
-    over both stages (observed 6-22, mean 9.6; the long run takes 9-74) and stop within the tolerance of
-    the long run's maximum: bound gap <= 0.01 nats (observed 0.004), |dm| <= 0.1 (observed 0.038, 0.11
-    posterior sd), |dv|/v <= 0.15 (observed 0.049), Latent NLL within 0.15 nats (observed 0.053)."""
+    most tol |bound|, ~0.005 nats here) can be met: all 40 documents converge in at most 12 iterations
+    (observed 3-9, mean 5.3; the long run takes 8-60) and stop within the tolerance of the long run's
+    maximum: bound gap <= 0.01 nats (observed 0.006), |dm| <= 0.1 (observed 0.054), |dv|/v <= 0.2
+    (observed 0.11), Latent NLL within 0.15 nats (observed 0.080)."""
     early, long, g = newton_case["early"], newton_case["long"], newton_case["g"]
-    assert int(early.converged.sum()) == 40 and int(early.steps.max()) <= 25
+    assert int(early.converged.sum()) == 40 and int(early.steps.max()) <= 12
     assert int((early.steps < long.steps).sum()) >= 35
     gap = long.elbo - early.elbo
     assert float(gap.min()) >= -1e-3 and float(gap.max()) <= 0.01
     assert float((early.m - long.m).abs().max()) <= 0.1
-    assert float(((early.v - long.v).abs() / long.v).max()) <= 0.15
+    assert float(((early.v - long.v).abs() / long.v).max()) <= 0.2
     assert float((_latent_nll(g, early) - _latent_nll(g, long)).abs().max()) <= 0.15
 
 
 def test_newton_agrees_with_adam_as_adam_with_another_seed(newton_case):
-    """Against today's path (Adam, 300 steps, fresh draws), Newton's posterior means correlate >= 0.998
-    (observed 0.9992; Adam against Adam with another seed: 0.9992) and the median Latent NLL difference is
-    <= 0.15 nats (observed 0.056; Adam against Adam: 0.082)."""
+    """Against Adam (300 steps, fresh draws), Newton's posterior means correlate >= 0.998 (observed 0.9993;
+    Adam against Adam with another seed: 0.9992) and the median Latent NLL difference is <= 0.15 nats
+    (observed 0.043; Adam against Adam: 0.082)."""
     g, bow, early = newton_case["g"], newton_case["bow"], newton_case["early"]
     adam = infer_local(g, bow, method="adam", steps=300, tol=0.0)
     assert np.corrcoef(early.m.ravel().numpy(), adam.m.ravel().numpy())[0, 1] >= 0.998
@@ -279,3 +270,212 @@ def test_newton_bound_is_local_elbo_with_its_gradients(newton_case):
     ref_m, ref_s = torch.autograd.grad(ref.sum(), (m_, log_s_))
     assert torch.allclose(value, ref.detach(), rtol=1e-5, atol=1e-3)
     assert torch.allclose(grad_m, ref_m, atol=1e-3) and torch.allclose(grad_log_s, ref_s, atol=1e-3)
+
+
+# --------------------------------------------------------------------------- newton on more topics than it keeps
+
+
+@pytest.fixture(scope="module")
+def wide_case():
+    """K = 40 topics (more than the 24 whose full curvature Newton keeps, so the other topics' diagonal and
+    the conjugate-gradient step are used), V = 600, 60 new documents of 80-150 words from the benchmark's
+    kind of model; Newton with its defaults, Adam with its defaults, and a long reference: Newton on 1,024
+    fixed draws from another seed to tol 1e-7."""
+    from experiments.benchmarks.ctm_inference_speed import synthetic_globals
+
+    torch.set_num_threads(1)
+    mu, sigma, phi = synthetic_globals(40, 600, 3)
+    g = CTMGlobals(mu.float(), torch.linalg.cholesky(sigma).float(), phi.log().float())
+    bow, _ = sample_documents(mu, sigma, phi, 60, seed=4)
+    reference = infer_local(g, bow, method="newton", num_draws=1024, tol=1e-7, steps=300, seed=1000)
+    return {"g": g, "bow": bow, "newton": infer_local(g, bow, method="newton"), "adam": infer_local(g, bow),
+            "reference": reference}
+
+
+def test_newton_meets_the_agreement_bar_of_a_long_run(wide_case):
+    """The bar for Newton's defaults: agreement with a long reference no worse than Adam's.  All 60 documents
+    converge, in at most 8 iterations on average (observed 6.7; 8.5 without the conjugate-gradient step) and
+    20 at most (observed 12).  Against the reference (itself converged on every document) the median
+    |Latent NLL error| is <= 0.12 nats and <= Adam's (observed 0.087; Adam 0.166), the largest <= 0.35 and
+    <= Adam's (observed 0.22; Adam 0.62), the median |m error| <= 0.02 (observed 0.013; Adam 0.025)."""
+    g, newton, adam, ref = (wide_case[k] for k in ("g", "newton", "adam", "reference"))
+    assert bool(ref.converged.all()) and bool(newton.converged.all())
+    assert float(newton.steps.double().mean()) <= 8 and int(newton.steps.max()) <= 20
+    err = {name: (_latent_nll(g, local) - _latent_nll(g, ref)).abs() for name, local in
+           (("newton", newton), ("adam", adam))}
+    assert float(err["newton"].median()) <= min(0.12, float(err["adam"].median()))
+    assert float(err["newton"].max()) <= min(0.35, float(err["adam"].max()))
+    assert float((newton.m - ref.m).abs().median()) <= 0.02
+
+
+def test_newton_on_many_topics_is_reproducible_across_runs_and_batches(wide_case):
+    g, bow, newton = wide_case["g"], wide_case["bow"], wide_case["newton"]
+    again = infer_local(g, bow, method="newton")
+    assert torch.equal(again.m, newton.m) and torch.equal(again.v, newton.v)
+    for batch_size in (1, 7):
+        apart = infer_local(g, bow.subset(np.arange(20)), method="newton", batch_size=batch_size)
+        assert torch.equal(apart.steps, newton.steps[:20])
+        assert torch.allclose(apart.m, newton.m[:20], atol=1e-4) and torch.allclose(apart.v, newton.v[:20], rtol=1e-3)
+
+
+def test_moment_matched_draws_bring_few_draws_to_the_long_run(wide_case, monkeypatch):
+    """The fixed draws are antithetic pairs with every coordinate's mean square rescaled to exactly 1.  Without
+    the rescaling a coordinate's mean square over 24 draws is off by ~30%, and the bound fits that topic's
+    variance accordingly: over four seeds the median Latent NLL error against the long run averages 0.074
+    nats with the rescaling, 0.224 without (required: less than half)."""
+    from critics.topics import ctm
+
+    eps = ctm._fixed_draws(24, 40, 0, "cpu", torch.float64)
+    assert torch.equal(eps[:12], -eps[12:]) and float(eps.mean(0).abs().max()) < 1e-12
+    assert torch.allclose(eps.pow(2).mean(0), torch.ones(40, dtype=torch.float64), atol=1e-12)
+    g, bow, ref = wide_case["g"], wide_case["bow"], wide_case["reference"]
+
+    def mean_error() -> float:
+        return float(np.mean([float((_latent_nll(g, infer_local(g, bow, method="newton", seed=seed))
+                                     - _latent_nll(g, ref)).abs().median()) for seed in range(4)]))
+
+    matched = mean_error()
+    monkeypatch.setattr(ctm, "_matched", lambda e: e)
+    assert matched < 0.5 * mean_error()
+
+
+def test_newton_curvature_against_autograd(wide_case):
+    """Float64, at Newton's result for 10 documents: on the 24 active topics the curvature's diagonal is at
+    least the exact ``-Hessian``'s of ``log p(x|z)`` (autograd) and equal to it where the Gauss-Newton term's
+    correction is positive (observed on 49% of them); on the other topics ``h`` lies in ``[0, max(-H_kk, 0)]``
+    (the exact diagonal without its ``sum_w n_w r_wk^2`` term) and is zero on the active ones."""
+    from critics.topics.ctm import _likelihood_curvature, _Prior
+
+    g64 = wide_case["g"].to(dtype=torch.float64)
+    phi = g64.log_phi.exp()
+    batch = wide_case["bow"].batch(np.arange(10), "sparse").with_columns(phi)
+    m = wide_case["newton"].m[:10].double()
+    idx, j, h = _likelihood_curvature(m, _Prior(g64), batch)
+    assert idx.shape == (10, 24) and j.shape == (10, 24, 24) and h.shape == (10, 40)
+    equal = 0
+    for d in range(10):
+        one = batch.rows(torch.arange(10) == d)
+        exact = -torch.diagonal(torch.autograd.functional.hessian(
+            lambda z: log_likelihood(z.unsqueeze(0), phi, one).sum(), m[d]))
+        active = torch.zeros(40, dtype=torch.bool)
+        active[idx[d]] = True
+        jd = torch.diagonal(j[d])
+        assert bool((jd >= exact[idx[d]] - 1e-9).all())
+        equal += int(((jd - exact[idx[d]]).abs() <= 1e-6 * (1 + exact[idx[d]].abs())).sum())
+        assert bool((h[d][active] == 0).all()) and bool((h[d] >= 0).all())
+        assert bool((h[d][~active] <= exact[~active].clamp_min(0) + 1e-9).all())
+    assert equal >= 0.4 * 240 and float(h.sum()) > 0
+
+
+def test_newton_step_solves_its_curvature_system(wide_case, monkeypatch):
+    """The step on ``m`` against a dense solve of ``C = Sigma^-1 + E J E^T + diag(h)`` (float64, 10 documents
+    off their optimum): without the conjugate-gradient step (Woodbury on ``Sigma^-1 + E J E^T`` only) it is off
+    by up to 41%; one step (the default) brings it within 10% (observed 4.5%, the quadratic model's gain within
+    0.1% of the exact solve's), 30 steps to rounding."""
+    from critics.topics import ctm
+
+    g64 = wide_case["g"].to(dtype=torch.float64)
+    prior = ctm._Prior(g64)
+    batch = wide_case["bow"].batch(np.arange(10), "sparse").with_columns(g64.log_phi.exp())
+    m = wide_case["newton"].m[:10].double()
+    m = m + 0.3 * torch.randn(m.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    log_s = torch.full_like(m, -1.0)
+    _, grad_m, grad_log_s = ctm._bound(m, log_s, ctm._fixed_draws(24, 40, 0, "cpu", torch.float64), prior, batch)
+    idx, j, h = ctm._likelihood_curvature(m, prior, batch)
+    c = prior.precision.expand(10, 40, 40).clone()
+    for d in range(10):
+        c[d][idx[d].unsqueeze(-1), idx[d].unsqueeze(0)] += j[d]
+    exact = torch.linalg.solve(c + torch.diag_embed(h), grad_m.unsqueeze(-1)).squeeze(-1)
+    errors = {}
+    for steps in (0, 1, 30):
+        monkeypatch.setattr(ctm, "_PCG_STEPS", steps)
+        dm, _ = ctm._newton_steps(m, grad_m, grad_log_s, prior, batch)
+        errors[steps] = float(((dm - exact).norm(dim=-1) / exact.norm(dim=-1)).max())
+    assert errors[0] > 0.2 and errors[1] <= 0.1 and errors[30] <= 1e-8
+
+
+# --------------------------------------------------------------------------- fitting: variational EM (issue 21)
+
+
+def test_closed_form_prior_step_is_its_formula():
+    """``mu = mean_d m_d``, ``Sigma = mean_d [diag v_d + (m_d - mu)(m_d - mu)^T]`` on three documents, by hand:
+    mu = (1, 0); the residuals (1, 1), (-2, 0), (1, -1) give sum r r^T = [[6, 0], [0, 2]]; mean v = (0.5, 1).
+    So Sigma = [[2.5, 0], [0, 5/3]]: the variances enter (a formula without them gives [[2, 0], [0, 2/3]]) and
+    the divisor is N (N - 1 would give [[3.5, 0], [0, 2]])."""
+    from critics.topics.ctm import closed_form_prior
+
+    m = torch.tensor([[2.0, 1.0], [-1.0, 0.0], [2.0, -1.0]], dtype=torch.float64)
+    v = torch.tensor([[0.5, 1.0], [0.25, 2.0], [0.75, 0.0]], dtype=torch.float64)
+    mu, tril = closed_form_prior(m, v)
+    assert torch.allclose(mu, torch.tensor([1.0, 0.0], dtype=torch.float64))
+    expected = torch.tensor([[2.5, 0.0], [0.0, 5.0 / 3.0]], dtype=torch.float64)
+    assert torch.allclose(tril @ tril.T, expected, atol=1e-12)
+    m2 = torch.tensor([[1.0, 2.0], [3.0, 0.0]], dtype=torch.float64)   # correlated: off-diagonal -1
+    mu2, tril2 = closed_form_prior(m2, torch.zeros_like(m2))
+    assert torch.allclose(tril2 @ tril2.T, torch.tensor([[1.0, -1.0], [-1.0, 1.0]], dtype=torch.float64)
+                          + 1e-6 * torch.eye(2, dtype=torch.float64), atol=1e-9)  # singular: jittered
+
+
+def test_topic_step_is_the_expected_counts():
+    """The topics' M-step on one document and one draw at z = 0 (theta uniform): ``phi_kw`` proportional to
+    ``n_w phi_kw / sum_j phi_jw`` (the responsibilities), against numbers worked by hand."""
+    from critics.topics.ctm import _em_topics
+
+    bow = BagOfWords.from_dense(np.array([[2.0, 1.0, 0.0]]))
+    phi = torch.tensor([[0.5, 0.25, 0.25], [0.25, 0.5, 0.25]], dtype=torch.float64)
+    out = _em_topics(bow, torch.zeros(1, 2, dtype=torch.float64), torch.zeros(1, 2, dtype=torch.float64), phi,
+                     torch.zeros(1, 2, dtype=torch.float64), topic_concentration=None).exp()
+    # word 0: r = (2/3, 1/3) x 2 counts; word 1: r = (1/3, 2/3) x 1 count
+    expected = torch.tensor([[4 / 3, 1 / 3, 0.0], [2 / 3, 2 / 3, 0.0]], dtype=torch.float64)
+    expected = expected / expected.sum(-1, keepdim=True)
+    assert torch.allclose(out, expected.clamp_min(1e-30), atol=1e-12)
+
+
+def test_nmf_init_gives_the_same_topics_for_every_seed():
+    mu, sigma, phi = true_model(11)
+    bow, _ = sample_documents(mu, sigma, phi, 80, seed=12, min_words=20, max_words=30)
+    a = fit_ctm(bow, K, method="em", init="nmf", steps=1, seed=0)
+    b = fit_ctm(bow, K, method="em", init="nmf", steps=1, seed=5)
+    assert torch.equal(a.globals.log_phi, b.globals.log_phi)        # one iteration: the init, no M-step yet
+    c = fit_ctm(bow, K, method="svi", init="nmf", steps=1, seed=0, lr=1e-9)
+    assert torch.allclose(c.globals.log_phi, a.globals.log_phi, atol=1e-5)
+    r1 = fit_ctm(bow, K, method="em", init="random", steps=1, seed=0)
+    r2 = fit_ctm(bow, K, method="em", init="random", steps=1, seed=5)
+    assert not torch.equal(r1.globals.log_phi, r2.globals.log_phi)
+
+
+def test_em_fits_with_two_seeds_agree_and_converge():
+    """Variational EM from the NMF init on 300 documents of a known K = 6 CTM, seeds 0 and 1 (they differ in the
+    E-step's and the topic step's Monte Carlo draws): both stop on the tolerance, the ELBO never falls by more
+    than rounding, the per-document Latent NLLs of new documents correlate >= 0.98 (observed ~0.999) and the
+    topics match with cosine >= 0.98.  Reproducible is not the same as right: from this init EM reaches a local
+    optimum in which two fitted topics share one true topic and one true topic is missed (cosine 0.09), the
+    same for both seeds; 4 of the 6 true topics are recovered with cosine >= 0.85."""
+    torch.set_num_threads(1)
+    mu, sigma, phi = true_model(13)
+    bow, _ = sample_documents(mu, sigma, phi, 300, seed=14, min_words=40, max_words=80)
+    new, _ = sample_documents(mu, sigma, phi, 100, seed=15, min_words=40, max_words=80)
+    fits = [fit_ctm(bow, K, method="em", init="nmf", steps=100, tol=1e-5, seed=s) for s in (0, 1)]
+    nll = []
+    for res in fits:
+        assert res.converged and res.steps < 100 and len(res.elbo_trace) == res.steps
+        assert np.all(np.diff(res.elbo_trace) > -1e-3 * np.abs(res.elbo_trace[1:]))
+        local = infer_local(res.globals, new, method="newton")
+        nll.append(PriorTerms(res.globals.mu.double(), res.globals.scale_tril.double())
+                   .cross_entropy(local.m.double(), local.v.double()).numpy())
+    assert np.corrcoef(nll[0], nll[1])[0, 1] >= 0.98
+    pa, pb = (f.globals.phi.double().numpy() for f in fits)
+    unit = (lambda p: p / np.linalg.norm(p, axis=1, keepdims=True))
+    cos = unit(pa) @ unit(pb).T
+    rows, cols = linear_sum_assignment(-cos)
+    assert cos[rows, cols].min() >= 0.98
+    truth = unit(pa) @ unit(phi.numpy()).T
+    rows, cols = linear_sum_assignment(-truth)
+    assert np.sum(truth[rows, cols] >= 0.85) >= 4   # observed: 4 of 6 (0.87-0.995); one true topic is missed
+
+
+def test_fit_settings_are_checked():
+    bow = BagOfWords.from_dense(np.ones((3, 5)))
+    for bad in ({"method": "gibbs"}, {"init": "lda"}, {"prior_step": "newton"}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            fit_ctm(bow, 2, **bad)

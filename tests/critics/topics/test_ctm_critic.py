@@ -113,19 +113,36 @@ def test_mean_only_scores_the_variational_mean(critic, corpus):
     assert np.all(critic.score(docs).latent_nll > scores.latent_nll)
 
 
-def test_newton_inference_is_a_setting(critic, corpus):
-    """infer_method="newton": the same globals, every test document converged, in a median of at most 20
-    Newton iterations over its two stages (8 draws, then 64; observed median 14.5, 7-116, each stage capped at
-    infer_steps = 100), posterior means correlating >= 0.98 with the Adam path's (observed 0.990); an unknown
-    method is refused."""
-    newton = CorrelatedTopicCritic(**{**SETTINGS, "infer_method": "newton"})
-    newton._set_state(*critic._get_state())
+def test_newton_is_the_default_inference_and_adam_a_setting(critic, corpus):
+    """infer_method defaults to "newton" (24 fixed draws, infer_steps None: the method's 100 iterations at
+    most): every test document converged, in a median of at most 10 iterations (observed 6.5, 4-17).
+    infer_method="adam" (the old default) stays selectable: with infer_steps = 100 it converges on few
+    documents (observed 5%); its posterior means correlate >= 0.98 with Newton's (observed 0.989).  Against a
+    long run (Newton on 1,024 draws to tol 1e-7) Newton's Latent NLLs are closer than Adam's: median error
+    <= 0.05 nats (observed 0.026; Adam 0.131).  An unknown method is refused."""
+    from critics.topics.ctm import PriorTerms, infer_local
+
+    assert (critic.infer_method, critic.infer_draws, critic.infer_steps) == ("newton", 24, 100)
+    assert CorrelatedTopicCritic().infer_steps is None and CorrelatedTopicCritic().infer_method == "newton"
+    CorrelatedTopicCritic()._check_params()
     docs = corpus["test"]
-    projection = newton.project(docs)
+    projection = critic.project(docs)
     steps = np.array(projection.extras["inference_steps"])
-    assert all(projection.extras["converged"]) and np.median(steps) <= 20 and steps.max() < 200
-    m_adam = critic.project(docs).posterior.mean.numpy()
-    assert np.corrcoef(projection.posterior.mean.numpy().ravel(), m_adam.ravel())[0, 1] >= 0.98
+    assert all(projection.extras["converged"]) and np.median(steps) <= 10 and steps.max() <= 100
+    adam = CorrelatedTopicCritic(**{**SETTINGS, "infer_method": "adam"})
+    adam._set_state(*critic._get_state())
+    adam_projection = adam.project(docs)
+    assert np.mean(adam_projection.extras["converged"]) < 0.5
+    m_newton, m_adam = projection.posterior.mean.numpy(), adam_projection.posterior.mean.numpy()
+    assert np.corrcoef(m_newton.ravel(), m_adam.ravel())[0, 1] >= 0.98
+    bow, ids, _, _ = critic.bag_of_words(docs)
+    assert ids == projection.doc_ids
+    g = critic.globals_
+    long = infer_local(g, bow, method="newton", num_draws=1024, tol=1e-7, steps=300, seed=1000)
+    t_ref = PriorTerms(g.mu.double(), g.scale_tril.double()).cross_entropy(long.m.double(), long.v.double()).numpy()
+    err_newton = np.median(np.abs(critic.score(docs).latent_nll - t_ref))
+    err_adam = np.median(np.abs(adam.score(docs).latent_nll - t_ref))
+    assert err_newton <= min(0.05, err_adam)
     with pytest.raises(ValueError, match="infer_method"):
         CorrelatedTopicCritic(**{**SETTINGS, "infer_method": "lbfgs"})._check_params()
 
