@@ -19,7 +19,9 @@ Cases (all corpora install offline):
 * ``ctm``: the CTM critic (K = 10) on English Wikipedia People summaries; corruption: off-topic documents (man
   pages' text, cut to a summary's length);
 * ``lda``: the LDA critic (K = 2, the paper's code-mixing setting) on English and Spanish Wikipedia summaries;
-  corruption: code-mixed documents (:func:`critics.topics.codemix.code_mixed_set`, sentences alternating).
+  corruption: code-mixed documents (:func:`critics.topics.codemix.code_mixed_set`, sentences alternating);
+* ``coref``: the coreference critic on the People summaries resolved by neuralcoref; corruptions: one pronoun's
+  gender or number swapped (:mod:`critics.coref.corrupt`; documents with no eligible pronoun are left out).
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
@@ -151,7 +155,24 @@ def _lda_case(args) -> Case:
                 {"code-mixed": mixed})
 
 
-CASES = {"sections": _sections_case, "ctm": _ctm_case, "lda": _lda_case}
+def _coref_case(args) -> Case:
+    from critics.coref import CorefChainCritic
+    from critics.coref.corrupt import CORRUPTIONS
+    from critics.coref.resolvers import annotate
+
+    resolved, _ = annotate(_people(args), Path(args.work) / "neuralcoref")  # resumable, once per work folder
+
+    def swap(name):
+        def corrupt(docs, rng):  # a document with no eligible pronoun stays out (not bad, not real)
+            return [bad for d in docs if (bad := CORRUPTIONS[name](d, rng.randrange(2**31))) is not None]
+
+        return corrupt
+
+    return Case(CorefChainCritic, resolved[:args.train], resolved[args.train:],
+                {"pronoun gender": swap("gender"), "pronoun number": swap("number")})
+
+
+CASES = {"sections": _sections_case, "ctm": _ctm_case, "lda": _lda_case, "coref": _coref_case}
 
 
 def run_case(name: str, case: Case, args) -> dict:
@@ -203,7 +224,7 @@ def _report(results: dict) -> None:
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cases", default="sections,ctm,lda", help="comma-separated: " + ", ".join(CASES))
+    ap.add_argument("--cases", default="sections,ctm,lda,coref", help="comma-separated: " + ", ".join(CASES))
     ap.add_argument("--rate", type=float, default=0.1, help="share of the evaluation documents made bad")
     ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the AUC CI")
     ap.add_argument("--train", type=int, default=1000, help="training documents of the topic cases")
@@ -211,6 +232,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--root", default="/usr/share/man", help="man page root")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="--train 300 --ctm-steps 200 --bootstrap 200")
+    ap.add_argument("--work", help="keep resolutions here (the coref case; default: a temporary folder)")
     ap.add_argument("--json", help="write the results here too")
     args = ap.parse_args(argv)
     if args.quick:
@@ -219,7 +241,9 @@ def main(argv=None) -> dict:
     unknown = [n for n in names if n not in CASES]
     if unknown:
         ap.error(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(CASES)}")
-    results = {"rate": args.rate, "cases": {name: run_case(name, CASES[name](args), args) for name in names}}
+    with tempfile.TemporaryDirectory() as scratch:
+        args.work = args.work or scratch
+        results = {"rate": args.rate, "cases": {name: run_case(name, CASES[name](args), args) for name in names}}
     _report(results)
     if args.json:
         atomic_write_text(args.json, json.dumps(results, indent=1) + "\n")
