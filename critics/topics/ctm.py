@@ -483,7 +483,7 @@ def _fit_em(bow: BagOfWords, k: int, *, iterations: int, tol: float, window: int
             infer_tol: float, infer_steps: int, device: torch.device) -> FitResult:
     """Variational EM (:func:`fit_ctm` with ``method="em"``).  Each iteration: the E-step fits every training
     document's ``q(z_d) = N(m_d, diag v_d)`` with the globals frozen (:func:`infer_local`, ``method="newton"``:
-    a deterministic bound on ``num_draws`` fixed draws from ``seed``); its summed bound is the ELBO recorded;
+    a deterministic bound on ``num_draws`` fixed draws from ``seed``; warm-started from the last E-step); its summed bound is the ELBO recorded;
     then the M-steps: ``mu, Sigma`` in closed form (:func:`closed_form_prior`), the topics by
     :func:`_em_topics`.  Stops when the ELBO's mean over ``window`` iterations changes by at most ``tol``
     relative to the window before (:class:`_Windows`), or after ``iterations``."""
@@ -506,7 +506,7 @@ def _fit_em(bow: BagOfWords, k: int, *, iterations: int, tol: float, window: int
     shown = progress.bar(int(iterations), f"ctm: fitting K={k} on {n} documents (variational EM)", "iteration")
     for it in range(1, int(iterations) + 1):
         local = infer_local(g, bow, method="newton", steps=infer_steps, tol=infer_tol, num_draws=num_draws,
-                            seed=seed)
+                            seed=seed, warm_start=None if m is None else (m, v))  # from the last E-step
         m, v = local.m, local.v
         value = float(local.elbo.sum())
         if topic_concentration is not None and topic_concentration != 1.0:
@@ -678,11 +678,13 @@ _METHOD_DEFAULTS = {"adam": {"steps": 300, "tol": 1e-4}, "newton": {"steps": 100
 def infer_local(globals_: CTMGlobals, bow: BagOfWords, *, method: str = "adam", steps: int | None = None,
                 tol: float | None = None, lr: float = 0.05, num_samples: int = 4, num_draws: int = 24,
                 batch_size: int = 512, window: int = 25, seed: int = 0, init_scale: float = 0.3,
-                representation: str = "auto") -> LocalResult:
+                representation: str = "auto", warm_start: tuple[torch.Tensor, torch.Tensor] | None = None
+                ) -> LocalResult:
     """Fit ``q(z_d) = N(m_d, diag v_d)`` to each document of ``bow`` with the globals frozen.
 
-    Documents go ``batch_size`` at a time, ``m`` started at ``mu`` and ``log s`` at ``log init_scale``,
-    each document stopping on its own.  ``method``:
+    Documents go ``batch_size`` at a time, ``m`` started at ``mu`` and ``log s`` at ``log init_scale`` (or,
+    ``method="newton"`` only, at ``warm_start = (m, v)``, each ``(n, K)``: a warm start from an earlier fit, as
+    variational EM's E-steps take), each document stopping on its own.  ``method``:
 
     * ``"adam"`` (the default here; the critic's is ``"newton"``): stochastic optimisation with
       ``num_samples`` fresh draws per step, Adam with ``lr`` (:func:`_infer_batch`); a document stops once its
@@ -697,6 +699,9 @@ def infer_local(globals_: CTMGlobals, bow: BagOfWords, *, method: str = "adam", 
     """
     if method not in _METHOD_DEFAULTS:
         raise ValueError(f"method must be 'newton' or 'adam', got {method!r}")
+    if warm_start is not None and (method != "newton"
+                                   or tuple(warm_start[0].shape) != (len(bow), globals_.num_topics)):
+        raise ValueError(f"warm_start must be (m, v) of shape ({len(bow)}, {globals_.num_topics}), for method 'newton'")
     steps = _METHOD_DEFAULTS[method]["steps"] if steps is None else int(steps)
     tol = _METHOD_DEFAULTS[method]["tol"] if tol is None else float(tol)
     g = globals_.detach()
@@ -713,8 +718,10 @@ def infer_local(globals_: CTMGlobals, bow: BagOfWords, *, method: str = "adam", 
         rows = np.arange(start, min(start + int(batch_size), n))
         if method == "newton":                                     # the words present, their columns gathered
             batch = bow.batch(rows, "sparse").to(device).with_columns(phi)
+            warm = (None if warm_start is None
+                    else (warm_start[0][rows].to(device, dtype), warm_start[1][rows].to(device, dtype)))
             res = _newton_batch(g, batch, len(rows), steps=steps, num_draws=num_draws, tol=tol, seed=seed,
-                                init_scale=init_scale)
+                                init_scale=init_scale, start=warm)
         else:
             batch = bow.batch(rows, representation).to(device).with_columns(phi)
             if batch.dense is not None:
@@ -969,7 +976,7 @@ def _line_search(m, log_s, dm, d_log_s, value, eps, prior, batch, pending):
 
 
 def _newton_batch(g: CTMGlobals, batch: WordBatch, b: int, *, steps: int, num_draws: int, tol: float, seed: int,
-                  init_scale: float):
+                  init_scale: float, start: tuple[torch.Tensor, torch.Tensor] | None = None):
     """One batch of :func:`infer_local` by ``method="newton"``; ``batch`` sparse, its columns gathered.
 
     The objective is :func:`local_elbo` with its likelihood term on ``num_draws`` fixed draws
@@ -985,8 +992,11 @@ def _newton_batch(g: CTMGlobals, batch: WordBatch, b: int, *, steps: int, num_dr
     device, dtype, k = g.mu.device, g.mu.dtype, g.num_topics
     eps = _fixed_draws(num_draws, k, seed, device, dtype)
     prior = _Prior(g)
-    m = g.mu.expand(b, k).clone()
-    log_s = torch.full((b, k), math.log(init_scale), dtype=dtype, device=device)
+    if start is None:
+        m = g.mu.expand(b, k).clone()
+        log_s = torch.full((b, k), math.log(init_scale), dtype=dtype, device=device)
+    else:  # a warm start (m, v)
+        m, log_s = start[0].clone(), 0.5 * start[1].log()
     used = torch.zeros(b, dtype=torch.long)
     trace: list[float] = []
     if 2 <= _COARSE_DRAWS < len(eps):

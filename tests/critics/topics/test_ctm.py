@@ -479,3 +479,17 @@ def test_fit_settings_are_checked():
     for bad in ({"method": "gibbs"}, {"init": "lda"}, {"prior_step": "newton"}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             fit_ctm(bow, 2, **bad)
+
+
+def test_a_warm_start_at_the_optimum_stays_there_and_stops_at_once():
+    """Newton from the documents' converged (m, v) returns them (to the tolerance) within two iterations each:
+    what variational EM's warm-started E-steps rely on; a start of the wrong shape is refused."""
+    mu, sigma, phi = true_model(3)
+    bow, _ = sample_documents(mu, sigma, phi, 30, seed=4)
+    g = CTMGlobals(mu.float(), torch.linalg.cholesky(sigma).float(), phi.log().float())
+    cold = infer_local(g, bow, method="newton", seed=0)
+    warm = infer_local(g, bow, method="newton", seed=0, warm_start=(cold.m, cold.v))
+    assert bool(warm.converged.all()) and int(warm.steps.max()) <= 2 < int(cold.steps.max())
+    assert float((warm.m - cold.m).abs().max()) < 0.05 and float((warm.elbo - cold.elbo).abs().max()) < 0.01
+    with pytest.raises(ValueError, match=r"warm_start must be \(m, v\) of shape \(30, 6\)"):
+        infer_local(g, bow, method="newton", warm_start=(cold.m[:5], cold.v[:5]))
