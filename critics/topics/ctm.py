@@ -453,6 +453,22 @@ def closed_form_prior(m: torch.Tensor, v: torch.Tensor, *, jitter: float = 1e-6)
     return mu.to(m.dtype), chol.to(m.dtype)
 
 
+def gauge_fixed_prior(mu: torch.Tensor, scale_tril: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The prior with its unidentified direction fixed: ``softmax(eta)`` does not change when ``eta`` moves along
+    the all-ones vector ``1``, so the likelihood cannot hold ``mu, Sigma`` there and EM lets them drift (the fitted
+    ``Sigma``'s trace then differs by seed).  With ``C = I - 1 1^T / K``: ``mu <- C mu`` and ``Sigma <- C Sigma C +
+    s 1 1^T / K`` with ``s = trace(C Sigma C) / (K - 1)``, the identified subspace's mean variance: the same
+    distribution of ``softmax(eta)`` (``1`` uncorrelated with the rest), a fixed variance along ``1``.  Returns
+    ``(mu, scale_tril)``."""
+    k = len(mu)
+    mu64, chol64 = mu.double(), scale_tril.double()
+    centre_k = torch.eye(k, dtype=torch.float64, device=mu.device) - 1.0 / k
+    sigma = centre_k @ (chol64 @ chol64.T) @ centre_k
+    ones = torch.full((k, k), 1.0 / k, dtype=torch.float64, device=mu.device)
+    sigma = sigma + torch.trace(sigma) / (k - 1) * ones
+    return (centre_k @ mu64).to(mu.dtype), torch.linalg.cholesky(sigma).to(mu.dtype)
+
+
 def _em_topics(bow: BagOfWords, m: torch.Tensor, v: torch.Tensor, phi: torch.Tensor, eps: torch.Tensor, *,
                topic_concentration: float | None, batch_size: int = 512) -> torch.Tensor:
     """The M-step for the topics, ``log phi (K, V)``: with ``z_ds = m_d + s_d eps_s`` on the draws ``eps (S, K)``,
@@ -484,7 +500,8 @@ def _fit_em(bow: BagOfWords, k: int, *, iterations: int, tol: float, window: int
     """Variational EM (:func:`fit_ctm` with ``method="em"``).  Each iteration: the E-step fits every training
     document's ``q(z_d) = N(m_d, diag v_d)`` with the globals frozen (:func:`infer_local`, ``method="newton"``:
     a deterministic bound on ``num_draws`` fixed draws from ``seed``; warm-started from the last E-step); its summed bound is the ELBO recorded;
-    then the M-steps: ``mu, Sigma`` in closed form (:func:`closed_form_prior`), the topics by
+    then the M-steps: ``mu, Sigma`` in closed form (:func:`closed_form_prior`, its unidentified direction fixed by
+    :func:`gauge_fixed_prior`), the topics by
     :func:`_em_topics`.  Stops when the ELBO's mean over ``window`` iterations changes by at most ``tol``
     relative to the window before (:class:`_Windows`), or after ``iterations``."""
     n = len(bow)
@@ -523,7 +540,7 @@ def _fit_em(bow: BagOfWords, k: int, *, iterations: int, tol: float, window: int
             break
         if it == int(iterations):
             break
-        mu, scale_tril = closed_form_prior(m, v)
+        mu, scale_tril = gauge_fixed_prior(*closed_form_prior(m, v))
         log_phi = _em_topics(bow, m, v, g.phi, eps, topic_concentration=topic_concentration)
         g = CTMGlobals(mu, scale_tril, log_phi)
     shown.close()
