@@ -18,7 +18,8 @@ Cases (all corpora install offline):
   corruptions: sections permuted, one repeated, one dropped (:mod:`critic.corrupt`);
 * ``ctm``: the CTM critic (K = 10) on English Wikipedia People summaries; corruption: off-topic documents (man
   pages' text, cut to a summary's length);
-* ``lda``: the LDA critic (K = 2, the paper's code-mixing setting) on English and Spanish Wikipedia summaries;
+* ``lda``: the LDA critic (``--lda-topics``, default K = 2: the paper's code-mixing setting, one topic per
+  language) on English and Spanish Wikipedia summaries;
   corruption: code-mixed documents (:func:`critics.topics.codemix.code_mixed_set`, sentences alternating);
 * ``coref``: the coreference critic on the People summaries resolved by neuralcoref; corruptions: one pronoun's
   gender or number swapped (:mod:`critics.coref.corrupt`; documents with no eligible pronoun are left out).
@@ -151,7 +152,7 @@ def _lda_case(args) -> Case:
         return code_mixed_set(english, rng.sample(spanish, len(english)), kinds=("sentences",),
                               seed=rng.randrange(2**31))
 
-    return Case(lambda: LdaCodeMixCritic(num_topics=2), en[:half] + es[:half], en[half:] + es[half:],
+    return Case(lambda: LdaCodeMixCritic(num_topics=args.lda_k), en[:half] + es[:half], en[half:] + es[half:],
                 {"code-mixed": mixed})
 
 
@@ -229,6 +230,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the AUC CI")
     ap.add_argument("--train", type=int, default=1000, help="training documents of the topic cases")
     ap.add_argument("--ctm-steps", type=int, default=1500, help="SVI steps of the CTM fit")
+    ap.add_argument("--lda-topics", default="2", help="the LDA critic's K, comma-separated (a sweep finds the K "
+                                                     "that reverses its ranking)")
     ap.add_argument("--root", default="/usr/share/man", help="man page root")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="--train 300 --ctm-steps 200 --bootstrap 200")
@@ -238,12 +241,18 @@ def main(argv=None) -> dict:
     if args.quick:
         args.train, args.ctm_steps, args.bootstrap = 300, 200, 200
     names = [n for n in args.cases.split(",") if n]
+    args.lda_topics = [int(k) for k in args.lda_topics.split(",") if k]
     unknown = [n for n in names if n not in CASES]
     if unknown:
         ap.error(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(CASES)}")
     with tempfile.TemporaryDirectory() as scratch:
         args.work = args.work or scratch
-        results = {"rate": args.rate, "cases": {name: run_case(name, CASES[name](args), args) for name in names}}
+        results = {"rate": args.rate, "cases": {}}
+        for name in names:
+            for k in (args.lda_topics if name == "lda" else [None]):  # the LDA critic at each K asked for
+                args.lda_k = k
+                label = name if k is None else f"lda K={k}"
+                results["cases"][label] = run_case(label, CASES[name](args), args)
     _report(results)
     if args.json:
         atomic_write_text(args.json, json.dumps(results, indent=1) + "\n")
