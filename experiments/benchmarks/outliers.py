@@ -223,6 +223,17 @@ def _report(results: dict) -> None:
                       f"KS {cal['all']:.3f} | " + " ".join("—" if t is None else f"{t:.3f}" for t in cal["tertiles"]))
 
 
+def _topic_counts(text: str) -> list[int]:
+    """``--lda-topics``: comma-separated integers >= 2."""
+    try:
+        counts = [int(k) for k in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 2:
+        raise argparse.ArgumentTypeError(f"expected topic counts >= 2 such as 2,3,10, got {text!r}")
+    return counts
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", default="sections,ctm,lda,coref", help="comma-separated: " + ", ".join(CASES))
@@ -230,7 +241,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the AUC CI")
     ap.add_argument("--train", type=int, default=1000, help="training documents of the topic cases")
     ap.add_argument("--ctm-steps", type=int, default=1500, help="SVI steps of the CTM fit")
-    ap.add_argument("--lda-topics", default="2", help="the LDA critic's K, comma-separated (a sweep finds the K "
+    ap.add_argument("--lda-topics", type=_topic_counts, default=[2], help="the LDA critic's K, comma-separated (a sweep finds the K "
                                                      "that reverses its ranking)")
     ap.add_argument("--root", default="/usr/share/man", help="man page root")
     ap.add_argument("--seed", type=int, default=0)
@@ -241,7 +252,6 @@ def main(argv=None) -> dict:
     if args.quick:
         args.train, args.ctm_steps, args.bootstrap = 300, 200, 200
     names = [n for n in args.cases.split(",") if n]
-    args.lda_topics = [int(k) for k in args.lda_topics.split(",") if k]
     unknown = [n for n in names if n not in CASES]
     if unknown:
         ap.error(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(CASES)}")

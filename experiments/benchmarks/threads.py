@@ -34,10 +34,10 @@ __all__ = ["main", "busy_load"]
 
 @contextlib.contextmanager
 def busy_load(processes: int):
-    """``processes`` child processes spinning on one core each until the block ends."""
+    """``processes`` child processes spinning on one core each until the block ends (yields them)."""
     procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
     try:
-        yield
+        yield procs
     finally:
         for proc in procs:
             proc.kill()

@@ -195,6 +195,13 @@ def test_bad_device_in_every_command(ctx, capsys, tmp_path, device, message):
      "argument --top: must be an integer >= 1, got -3"),
     (["outliers", "{model}", "--reference", "{good}", "--input", "{good}", "--n-bootstrap", "many"],
      "argument --n-bootstrap: expected an integer >= 1, got 'many'"),
+    (["compare", "{model}", "--reference", "{good}", "--candidate", "x={good}", "--n-permutations", "0",
+      "--out", "{tmp}/r"], "argument --n-permutations: must be an integer >= 1, got 0"),
+    (["compare", "{model}", "--reference", "{good}", "--candidate", "x={good}", "--outlier-score", "lenght",
+      "--out", "{tmp}/r"], "unknown --outlier-score 'lenght' (did you mean 'length'?); known: length, plain"),
+    (["outliers", "{model}", "--reference", "{good}", "--input", "{good}", "--outlier-score", "short"],
+     "unknown --outlier-score 'short'; known: length, plain"),
+    (["score", "{model}", "--input", "{good}", "--threads", "0"], "argument --threads: must be an integer >= 1, got 0"),
 ])
 def test_bad_names_and_numbers(ctx, capsys, tmp_path, argv, message):
     fill = {"model": ctx["model"], "good": ctx["good"], "tmp": tmp_path}

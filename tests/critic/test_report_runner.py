@@ -97,6 +97,7 @@ def test_run_gives_the_report_command_s_report_and_resumes(files, capsys):
     (("num_topics = 3", "num_topics = 3, seed = 4"),
      "[[critics]] #2 (topics) params: 'seed' is the run's seed: give the run's --seed 4 instead"),
     (("flag_level = 0.5", "flag_level = 2"), "flag_level"),
+    (("flag_level = 0.5", "flag_level = 0.5\noutlier_score = \"short\""), "outlier_score"),
     (("flag_level = 0.5", "flag_level = 0.5\nword_ppl = {nobody = 3}"), "[report] word_ppl: nobody = 3: needs a candidate"),
 ])
 def test_bad_report_configs_name_the_entry_and_write_nothing(files, capsys, edit, message):

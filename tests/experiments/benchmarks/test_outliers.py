@@ -28,3 +28,10 @@ def test_the_benchmark_runs_on_the_fixture_pages(fixture_manpage_root, capsys):
         assert 0.0 <= r["auc_ci"][0] <= r["auc"] <= r["auc_ci"][1] <= 1.0 and r["k"] >= 1
         assert set(r["calibration"]) == {"all", "tertiles"} and len(r["calibration"]["tertiles"]) == 3
     assert "permuted" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["--lda-topics", "x"], ["--lda-topics", "1,3"], ["--cases", "sectons"]])
+def test_bad_options_are_usage_errors(argv, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2 and "Traceback" not in capsys.readouterr().err
