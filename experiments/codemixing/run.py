@@ -27,7 +27,6 @@ counted skip (``n_skipped``).  Every stage is keyed by the config it depends on 
 from __future__ import annotations
 
 import json
-import math
 import random
 import time
 from dataclasses import fields
@@ -35,15 +34,16 @@ from pathlib import Path
 
 import numpy as np
 
-from critic.config import Divides, Key, Schema, check_config
+from critic.config import Divides, Key
 from critic.critic import Critic
-from critic.criticism import criticize
 from critic.document import Document, read_jsonl, write_jsonl
 from critic.io import atomic_write_text
-from critic.registry import get_corpus, register_runner
-from critic.report import write_report
+from critic.registry import get_corpus
+from critic.results import CriticismResult
 from critic.stages import Stage
-from experiments.lm_stages import StageChain, read_splits
+from critic.study import Pipeline, critic_table, load_results, read_json, register_study, study_schema
+from critics.topics.lda import LdaCodeMixCritic
+from experiments.lm_stages import read_splits
 from experiments.tables import cell, interval
 
 from .translation import TranslationConfig
@@ -76,45 +76,28 @@ _TRANSLATION_KEYS = {
 }
 assert set(_TRANSLATION_KEYS) == {f.name for f in fields(TranslationConfig)}
 
-SCHEMA = Schema(
-    keys={"threads": Key(int, 1, min=1, help="torch threads while training and sampling (1 is fastest on a "
-                                              "busy 2-core machine for these small models)")},
-    tables={
-        "data": {
-            "languages": Key(list[str], list(LANGUAGES), choices=LANGUAGES, help="target languages pooled"),
-            "variants": Key(bool, True, help="also the regional locales (de_CH, es_MX, fr_CA, ...)"),
-            "valid_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of English messages in valid"),
-            "test_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of English messages in test"),
-            "max_train_pairs": Key(int, min=1, help="seeded random subset of the training pairs (absent: all)"),
-            "max_valid_pairs": Key(int, min=1, help="seeded random subset of the validation pairs (absent: all)"),
-            "max_test_sources": Key(int, min=1, help="seeded random subset of the distinct English test "
-                                                     "messages, with all their targets (absent: all)"),
-        },
-        "critic": {
-            "num_topics": Key(int, 3, min=3, max=3, help="topics (one per language; fig. 7 needs 3)"),
-            "passes": Key(int, 10, min=1, help="gensim passes"),
-            "iterations": Key(int, 100, min=1, help="gensim iterations per document"),
-            "chunksize": Key(int, 2000, min=1, help="gensim chunk size"),
-            "no_below": Key(int, 2, min=1, help="dictionary: words in at least this many documents"),
-            "no_above": Key(float, 0.95, gt=0, max=1, help="dictionary: words in at most this share"),
-        },
-        "translation": _TRANSLATION_KEYS,
-        "criticism": {
-            "n_bootstrap": Key(int, 1000, min=1, help="bootstrap resamples of the CIs"),
-            "n_permutations": Key(int, 2000, min=1, help="permutations of the two-sample test"),
-            "top": Key(int, 10, min=1, help="outliers listed"),
-            "top_words": Key(int, 20, min=1, help="table 10: words per topic"),
-            "mixed_threshold": Key(float, 0.9, gt=0, max=1, help="a document is mixed when its posterior "
-                                                                 "mean's largest weight is below this"),
-            "figure_samples": Key(int, 1, min=1, help="fig. 7: posterior samples per document"),
-        },
+SCHEMA = study_schema({
+    "data": {
+        "languages": Key(list[str], list(LANGUAGES), choices=LANGUAGES, help="target languages pooled"),
+        "variants": Key(bool, True, help="also the regional locales (de_CH, es_MX, fr_CA, ...)"),
+        "valid_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of English messages in valid"),
+        "test_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of English messages in test"),
+        "max_train_pairs": Key(int, min=1, help="seeded random subset of the training pairs (absent: all)"),
+        "max_valid_pairs": Key(int, min=1, help="seeded random subset of the validation pairs (absent: all)"),
+        "max_test_sources": Key(int, min=1, help="seeded random subset of the distinct English test "
+                                                 "messages, with all their targets (absent: all)"),
     },
-    checks=(Divides("translation", "heads", "dim"),),
-)
-
-
-def _log(msg: str) -> None:
-    print(f"[codemixing] {msg}", flush=True)
+    "critic": {
+        **critic_table(LdaCodeMixCritic),
+        "num_topics": Key(int, 3, min=3, max=3, help="topics (one per language; fig. 7 needs 3)"),
+    },
+    "translation": _TRANSLATION_KEYS,
+}, criticism={
+    "top_words": Key(int, 20, min=1, help="table 10: words per topic"),
+    "mixed_threshold": Key(float, 0.9, gt=0, max=1, help="a document is mixed when its posterior "
+                                                         "mean's largest weight is below this"),
+    "figure_samples": Key(int, 1, min=1, help="fig. 7: posterior samples per document"),
+}, checks=(Divides("translation", "heads", "dim"),))
 
 
 def _subset(docs: list[Document], n: int | None, seed: int, what: str) -> list[Document]:
@@ -124,60 +107,59 @@ def _subset(docs: list[Document], n: int | None, seed: int, what: str) -> list[D
     return [docs[i] for i in keep]
 
 
-def _build(stage: Stage, settings: dict, seed: int) -> None:
-    stage.begin()
-    report = get_corpus("gettext-pairs").build(stage.path / "corpus", language=",".join(settings["languages"]),
-                                               variants=settings["variants"],
-                                               valid_fraction=settings["valid_fraction"],
-                                               test_fraction=settings["test_fraction"])
-    _log(f"built corpus: {json.dumps({k: report.counts[k] for k in ('train', 'valid', 'test', *settings['languages'])})}")
-    splits = read_splits(stage.path / "corpus")
-    train = _subset(splits["train"], settings.get("max_train_pairs"), seed, "train")
-    valid = _subset(splits["valid"], settings.get("max_valid_pairs"), seed, "valid")
-    sources = sorted({d.metadata["source"] for d in splits["test"]})
-    n = settings.get("max_test_sources")
-    if n is not None and n < len(sources):
-        sources = sorted(random.Random(f"{seed}:test").sample(sources, n))
-    chosen = set(sources)
-    test = [d for d in splits["test"] if d.metadata["source"] in chosen]
-    for name, docs in (("train", train), ("valid", valid), ("test", test)):
-        write_jsonl(docs, stage.path / f"{name}.jsonl")
-    atomic_write_text(stage.path / "test_sources.json", json.dumps(sources, ensure_ascii=False, indent=0) + "\n")
-    stage.commit()
-    _log(f"pairs used: train {len(train)}, valid {len(valid)}, test {len(test)} targets of {len(sources)} sources")
+def _build(run: Pipeline, stage: Stage) -> None:
+    settings, seed = run.config["data"], run.seed
+    with run.computing(stage):
+        report = get_corpus("gettext-pairs").build(stage.path / "corpus", language=",".join(settings["languages"]),
+                                                   variants=settings["variants"],
+                                                   valid_fraction=settings["valid_fraction"],
+                                                   test_fraction=settings["test_fraction"])
+        run.log(f"built corpus: "
+                f"{json.dumps({k: report.counts[k] for k in ('train', 'valid', 'test', *settings['languages'])})}")
+        splits = read_splits(stage.path / "corpus")
+        train = _subset(splits["train"], settings.get("max_train_pairs"), seed, "train")
+        valid = _subset(splits["valid"], settings.get("max_valid_pairs"), seed, "valid")
+        sources = sorted({d.metadata["source"] for d in splits["test"]})
+        n = settings.get("max_test_sources")
+        if n is not None and n < len(sources):
+            sources = sorted(random.Random(f"{seed}:test").sample(sources, n))
+        chosen = set(sources)
+        test = [d for d in splits["test"] if d.metadata["source"] in chosen]
+        for name, docs in (("train", train), ("valid", valid), ("test", test)):
+            write_jsonl(docs, stage.path / f"{name}.jsonl")
+        atomic_write_text(stage.path / "test_sources.json",
+                          json.dumps(sources, ensure_ascii=False, indent=0) + "\n")
+    run.log(f"pairs used: train {len(train)}, valid {len(valid)}, test {len(test)} targets of {len(sources)} sources")
 
 
 def _pairs(docs: list[Document]) -> list[tuple[str, str]]:
     return [(d.metadata["source"], d.metadata["target"]) for d in docs]
 
 
-def _fit(stage: Stage, train: list[Document], settings: dict, seed: int) -> None:
-    from critics.topics.lda import LdaCodeMixCritic
-
-    stage.begin()
-    start = time.perf_counter()
-    critic = LdaCodeMixCritic(**settings, seed=seed).fit(train)
-    critic.save(stage.path / "critic")
-    stage.commit()
-    _log(f"critic: LDA with {critic.num_topics} topics on {critic.training_documents_} documents, "
-         f"{critic.training_tokens_} tokens, vocabulary {len(critic.dictionary_)}; skipped "
-         f"{len(critic.training_skipped_)} ({time.perf_counter() - start:.0f} s)")
+def _fit(run: Pipeline, stage: Stage, train: list[Document]) -> None:
+    with run.computing(stage):
+        start = time.perf_counter()
+        critic = LdaCodeMixCritic(**run.config["critic"], seed=run.seed).fit(train)
+        critic.save(stage.path / "critic")
+    run.log(f"critic: LDA with {critic.num_topics} topics on {critic.training_documents_} documents, "
+            f"{critic.training_tokens_} tokens, vocabulary {len(critic.dictionary_)}; skipped "
+            f"{len(critic.training_skipped_)} ({time.perf_counter() - start:.0f} s)")
 
 
-def _translate(stage: Stage, kind: str, data: dict[str, list[Document]], sources: list[str], settings: dict,
-               seed: int, threads: int) -> None:
+def _translate(run: Pipeline, stage: Stage, kind: str, data: dict[str, list[Document]], sources: list[str]) -> None:
     from .translation import train_and_sample
 
-    stage.begin()  # a pending run under the same key keeps its checkpoint: training resumes
-    config = TranslationConfig.from_dict({k: v for k, v in settings.items() if v is not None} |
-                                         {"max_tokens": settings.get("max_tokens")})
-    start = time.perf_counter()
-    result, docs = train_and_sample(_pairs(data["train"]), _pairs(data["valid"]), sources, stage.path, kind=kind,
-                                    config=config, seed=seed, log=_log, threads=threads)
-    stage.commit()
-    _log(f"{kind}: {result.steps} steps, {result.tokens_seen} target tokens, best valid loss "
-         f"{result.best_valid_loss:.3f} at step {result.best_step}; {len(docs)} samples "
-         f"({time.perf_counter() - start:.0f} s)")
+    settings = run.config["translation"]
+    with run.computing(stage):  # a pending run under the same key keeps its checkpoint: training resumes
+        config = TranslationConfig.from_dict({k: v for k, v in settings.items() if v is not None} |
+                                             {"max_tokens": settings.get("max_tokens")})
+        start = time.perf_counter()
+        result, docs = train_and_sample(_pairs(data["train"]), _pairs(data["valid"]), sources, stage.path,
+                                        kind=kind, config=config, seed=run.seed, log=run.log,
+                                        threads=run.config["threads"])
+    run.log(f"{kind}: {result.steps} steps, {result.tokens_seen} target tokens, best valid loss "
+            f"{result.best_valid_loss:.3f} at step {result.best_step}; {len(docs)} samples "
+            f"({time.perf_counter() - start:.0f} s)")
 
 
 def mixed_share(weights: list[list[float]], threshold: float = 0.9) -> float | None:
@@ -196,110 +178,90 @@ def table10(words: list[list[str]], languages: list[str | None]) -> str:
     return "\n".join(lines)
 
 
-def summary_table(results: dict) -> str:
+def summary_table(result: CriticismResult) -> str:
     """A row per set: n (skipped), Latent NLL [95% CI], Latent PPL, mixed share."""
     lines = ["| set | n (skipped) | Latent NLL ↓ [95% CI] | Latent PPL | mixed share |", "|---|---:|---|---:|---:|"]
-    for s in [results["reference"], *results["candidates"].values()]:
-        ci_text = interval(s["latent_nll_ci"], ".3f")
-        lines.append(f"| {s['name']} | {s['n']} ({s['n_skipped']}) | {cell(s['latent_nll'], '.3f')} {ci_text} | "
-                     f"{cell(s['latent_ppl'], '.3g')} | {cell(s.get('mixed_share'), '.3f')} |")
+    for s in result.sets:
+        lines.append(f"| {s.name} | {s.n} ({s.n_skipped}) | {cell(s.latent_nll, '.3f')} "
+                     f"{interval(s.latent_nll_ci, '.3f')} | {cell(s.latent_ppl, '.3g')} | "
+                     f"{cell(s.statistics.get('mixed_share'), '.3f')} |")
     return "\n".join(lines)
 
 
-def _report(stage: Stage, critic_stage: Stage, test: list[Document], candidates: dict[str, list[Document]],
-            config: dict, seed: int, stages: list[Stage]) -> tuple[dict, str]:
+def _report(run: Pipeline, stage: Stage, critic_stage: Stage, test: list[Document],
+            candidates: dict[str, list[Document]]) -> None:
     from critics.topics.lda import top_words, topic_purity
     from critics.topics.lda_plots import code_mixing_figure
 
-    stage.begin()
-    settings = config["criticism"]
-    critic = Critic.load(critic_stage.path / "critic")
-    result = criticize(critic, test, candidates, reference_name="data", n_bootstrap=settings["n_bootstrap"],
-                       n_permutations=settings["n_permutations"], seed=seed)
-    shares = {s.name: mixed_share([d.extras["topic_weights"] for d in s.documents], settings["mixed_threshold"])
-              for s in result.sets}
-    result.add_statistic("mixed_share", shares,
-                         reasons={k: "no document could be projected" for k, v in shares.items() if v is None})
-    by_language = {lang: [d for d in test if d.metadata["language"] == lang] for lang in config["data"]["languages"]}
-    purity = topic_purity(critic, by_language)
-    words = top_words(critic, settings["top_words"])
-    t10 = table10(words, purity.topic_language)
-    counts = "\n".join(f"- topic {k} ({purity.topic_language[k] or '—'}): "
-                       + ", ".join(f"{lang} {c}" for lang, c in purity.counts[k].items())
-                       for k in range(critic.num_topics))
-    sections = [
-        "## Summary", "", summary_table(json.loads(json.dumps(_plain_sets(result)))), "",
-        f"Mixed: the posterior mean's largest topic weight is below {settings['mixed_threshold']}.", "",
-        f"## Table 10: top {settings['top_words']} words per topic", "",
-        "Majority language of each topic among the test targets (posterior mean's largest weight); "
-        f"purity {purity.purity:.3f} over {purity.n} documents:", "", counts, "", t10, "",
-        "## Fig. 7", "", "![fig. 7](fig7.png)", "",
-    ]
-    failures: dict = {}
+    settings = run.config["criticism"]
+    with run.computing(stage):
+        critic = Critic.load(critic_stage.path / "critic")
+        result = run.criticize(critic, test, candidates, reference_name="data")
+        shares = {s.name: mixed_share([d.extras["topic_weights"] for d in s.documents], settings["mixed_threshold"])
+                  for s in result.sets}
+        result.add_statistic("mixed_share", shares,
+                             reasons={k: "no document could be projected" for k, v in shares.items() if v is None})
+        by_language = {lang: [d for d in test if d.metadata["language"] == lang]
+                       for lang in run.config["data"]["languages"]}
+        purity = topic_purity(critic, by_language)
+        words = top_words(critic, settings["top_words"])
+        t10 = table10(words, purity.topic_language)
+        counts = "\n".join(f"- topic {k} ({purity.topic_language[k] or '—'}): "
+                           + ", ".join(f"{lang} {c}" for lang, c in purity.counts[k].items())
+                           for k in range(critic.num_topics))
+        sections = [
+            "## Summary", "", summary_table(result), "",
+            f"Mixed: the posterior mean's largest topic weight is below {settings['mixed_threshold']}.", "",
+            f"## Table 10: top {settings['top_words']} words per topic", "",
+            "Majority language of each topic among the test targets (posterior mean's largest weight); "
+            f"purity {purity.purity:.3f} over {purity.n} documents:", "", counts, "", t10, "",
+            "## Fig. 7", "", "![fig. 7](fig7.png)", "",
+        ]
 
-    def figures(directory: Path) -> dict[str, Path]:
-        path = directory / "fig7.png"
-        failures.update(code_mixing_figure(critic, {"data": test, **candidates}, path,
-                                           samples=settings["figure_samples"], seed=seed))
-        return {"fig7": path}
+        def figures(directory: Path) -> dict[str, Path]:
+            path = directory / "fig7.png"
+            code_mixing_figure(critic, {"data": test, **candidates}, path, samples=settings["figure_samples"],
+                               seed=run.seed)
+            return {"fig7": path}
 
-    run = {"config": config, "seed": seed, "stages": {s.name: s.key for s in stages},
-           "topic_language": purity.topic_language, "topic_purity": purity.purity, "topic_counts": purity.counts,
-           "top_words": words}
-    write_report(result, stage.path, top=settings["top"], extra={"run": run}, sections=["\n".join(sections)],
-                 figures=figures)
-    atomic_write_text(stage.path / "table10.md", t10 + "\n")
-    stage.commit()
-    return json.loads((stage.path / "results.json").read_text(encoding="utf-8")), t10
+        run.write_report(stage.path, result, sections=["\n".join(sections)], figures=figures,
+                         record={"topic_language": purity.topic_language, "topic_purity": purity.purity,
+                                 "topic_counts": purity.counts, "top_words": words})
+        atomic_write_text(stage.path / "table10.md", t10 + "\n")
 
 
-def _plain_sets(result) -> dict:
-    """The fields :func:`summary_table` reads, from a result in memory."""
-    def one(s):
-        return {"name": s.name, "n": s.n, "n_skipped": s.n_skipped, "latent_nll": s.latent_nll,
-                "latent_nll_ci": [None if not math.isfinite(x) else x for x in s.latent_nll_ci],
-                "latent_ppl": s.latent_ppl, "mixed_share": s.statistics.get("mixed_share")}
-    return {"reference": one(result.reference), "candidates": {n: one(s) for n, s in result.candidates.items()}}
-
-
-@register_runner("codemixing", SCHEMA, "paper app. C: code-mixing of AR and NAR translators under an LDA critic")
-def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu") -> dict:
+@register_study("codemixing", SCHEMA, "paper app. C: code-mixing of AR and NAR translators under an LDA critic")
+def main(run: Pipeline) -> CriticismResult:
     """Run the study's stages (resumed when unchanged); print the summary and table 10."""
-    config = check_config(config, SCHEMA, where="codemixing config", allowed=("runner",))
-    if device != "cpu":
-        _log(f"device {device!r} ignored: the translators train on the CPU")
-    out = Path(out)
+    if run.device != "cpu":
+        run.log(f"device {run.device!r} ignored: the translators train on the CPU")
     start = time.perf_counter()
-    chain = StageChain(_log)
-    data_cfg = config["data"]
-    data = Stage(out, "data", {**data_cfg, "seed": seed})
-    critic = Stage(out, "critic", {**config["critic"], "seed": seed}, upstream=[data])
-    translators = {k: Stage(out, k, {**config["translation"], "kind": k, "seed": seed}, upstream=[data])
+    data = run.stage("data", {**run.config["data"], "seed": run.seed})
+    critic = run.stage("critic", {**run.config["critic"], "seed": run.seed}, upstream=[data])
+    translators = {k: run.stage(k, {**run.config["translation"], "kind": k, "seed": run.seed}, upstream=[data])
                    for k in KINDS}
-    report = Stage(out, "report", {**config["criticism"], "seed": seed},
-                   upstream=[critic, *translators.values()])
-    stages = [data, critic, *translators.values(), report]
-    if chain.needs(data):
-        _build(data, data_cfg, seed)
+    report = run.stage("report", run.criticism_key(), upstream=[critic, *translators.values()])
+    if run.needs(data):
+        _build(run, data)
     splits = read_splits(data.path)
-    sources = json.loads((data.path / "test_sources.json").read_text(encoding="utf-8"))
-    if chain.needs(critic):
-        _fit(critic, splits["train"], config["critic"], seed)
+    sources = read_json(data.path / "test_sources.json")
+    if run.needs(critic):
+        _fit(run, critic, splits["train"])
     for kind, stage in translators.items():
-        if chain.needs(stage):
-            _log(f"training and sampling the {kind.upper()} translator")
-            _translate(stage, kind, splits, sources, config["translation"], seed, config["threads"])
-    candidates = {k: read_jsonl(s.path / "samples.jsonl") for k, s in translators.items()}
-    if chain.needs(report):
-        results, t10 = _report(report, critic, splits["test"], candidates, config, seed, stages)
-    else:
-        results = json.loads((report.path / "results.json").read_text(encoding="utf-8"))
-        t10 = (report.path / "table10.md").read_text(encoding="utf-8").strip()
-    summary = summary_table(results)
-    atomic_write_text(out / "table10.md", "# Code-mixing study: paper table 10 (top words per topic)\n\n" + t10 + "\n")
-    atomic_write_text(out / "summary.md", "# Code-mixing study: LDA critic (M = 3) on the test targets and the "
-                                          "translators' samples\n\n" + summary + "\n")
+        if run.needs(stage):
+            run.log(f"training and sampling the {kind.upper()} translator")
+            _translate(run, stage, kind, splits, sources)
+    if run.needs(report):
+        _report(run, report, critic, splits["test"], {k: read_jsonl(s.path / "samples.jsonl")
+                                                      for k, s in translators.items()})
+    result = load_results(report.path)
+    t10 = (report.path / "table10.md").read_text(encoding="utf-8").strip()
+    summary = summary_table(result)
+    atomic_write_text(run.out / "table10.md",
+                      "# Code-mixing study: paper table 10 (top words per topic)\n\n" + t10 + "\n")
+    atomic_write_text(run.out / "summary.md", "# Code-mixing study: LDA critic (M = 3) on the test targets and the "
+                                              "translators' samples\n\n" + summary + "\n")
     print((report.path / "report.md").read_text(encoding="utf-8"))
     print("\n## Summary\n\n" + summary + "\n\n## Table 10\n\n" + t10)
-    _log(f"done in {time.perf_counter() - start:.0f} s")
-    return results
+    run.log(f"done in {time.perf_counter() - start:.0f} s")
+    return result

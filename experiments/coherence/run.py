@@ -31,18 +31,17 @@ import json
 import time
 from pathlib import Path
 
-import torch
-
-from critic.config import Key, Schema, check_config
+from critic.config import Key
 from critic.critic import Critic
-from critic.criticism import criticize
 from critic.document import write_jsonl
 from critic.io import atomic_write_text
-from critic.registry import get_corpus, register_runner
-from critic.report import write_report
+from critic.registry import get_corpus
+from critic.results import CriticismResult
 from critic.stages import Stage
-from critics.sections import DEFAULT_DELTA_GRID, DEFAULT_DROP_TITLES, CorpusFilter
-from experiments.lm_stages import LM_CHECK, LM_TABLE, SAMPLE_TABLE, SPLITS, LmPipeline, StageChain, read_splits
+from critic.study import Pipeline, critic_table, load_results, register_study, study_schema
+from critics.sections import CorpusFilter
+from critics.sections.classifier_critic import ClassifierSectionCritic
+from experiments.lm_stages import LM_CHECK, LM_TABLE, SAMPLE_TABLE, SPLITS, LmStages, read_splits, word_ppl
 from experiments.tables import cell, interval
 
 __all__ = ["main", "SCHEMA", "FORMATS"]
@@ -67,212 +66,180 @@ def _corpus_table(root: str, min_sections: int, min_section_tokens: int, max_sec
     }
 
 
-SCHEMA = Schema(
-    keys={
-        "corpora": Key(list[str], list(CORPORA), choices=CORPORA, help="corpora studied, each in OUT/<name>/"),
-        "threads": Key(int, 2, min=1, help="torch threads"),
-    },
-    tables={
-        "manpages": _corpus_table("/usr/share/man", 3, 1, 2000, 5),
-        "linux-doc": _corpus_table("/usr/share/doc/linux-doc-6.1/Documentation", 3, 30, 2000, 10),
-        "lm": LM_TABLE,
-        "sample": SAMPLE_TABLE,
-        "critic": {
-            "classifier": Key(str, "tfidf", choices=("tfidf", "encoder"), help="posterior P(z_m | x_m)"),
-            "encoder": Key(str, help="encoder name or path (absent: the bundled all-MiniLM-L6-v2)"),
-            "finetune": Key(bool, False, help="fine-tune the encoder (app. E) instead of a frozen-encoder head"),
-            "mode": Key(str, "map", choices=("map", "expectation"),
-                        help="Latent NLL of the MAP labels (paper) or its expectation under the posterior"),
-            "delta_grid": Key(list[float], list(DEFAULT_DELTA_GRID), gt=0, help="add-delta values tried"),
-            "drop_titles": Key(list[str], list(DEFAULT_DROP_TITLES), help="boilerplate titles removed"),
-        },
-        "criticism": {
-            "n_bootstrap": Key(int, 1000, min=1, help="bootstrap resamples of the CIs"),
-            "n_permutations": Key(int, 2000, min=1, help="permutations of the two-sample test"),
-            "top": Key(int, 10, min=1, help="flagged generations listed in the report"),
-            "mauve": Key(bool, True, help="MAUVE on MiniLM document features"),
-            "mauve_min_documents": Key(int, 50, min=2, help="MAUVE of a set with fewer documents is not reported "
-                                                          "(its k-means quantisation has too few points)"),
-            "pdd_bins": Key(int, 5, min=1, help="positional bins of PDD over the posterior labels"),
-            "error_threshold": Key(float, 0.01, gt=0, help="table 12: a transition with P_c below is an error"),
-            "graph_threshold": Key(float, 0.05, gt=0, help="fig. 4: red edges have P_c below this"),
-        },
-    },
-    checks=(LM_CHECK,),
-)
+SCHEMA = study_schema({
+    "manpages": _corpus_table("/usr/share/man", 3, 1, 2000, 5),
+    "linux-doc": _corpus_table("/usr/share/doc/linux-doc-6.1/Documentation", 3, 30, 2000, 10),
+    "lm": LM_TABLE,
+    "sample": SAMPLE_TABLE,
+    "critic": critic_table(ClassifierSectionCritic, keep=("classifier", "encoder", "finetune", "mode", "delta_grid",
+                                                          "drop_titles"), notes={
+        "classifier": 'posterior P(z_m | x_m): "tfidf" or "encoder"',
+        "encoder": "encoder name or path (absent: the bundled all-MiniLM-L6-v2)",
+        "finetune": "fine-tune the encoder (app. E) instead of a frozen-encoder head",
+        "mode": 'Latent NLL of the MAP labels ("map", paper) or its "expectation" under the posterior',
+        "delta_grid": "add-delta values tried", "drop_titles": "boilerplate titles removed"}),
+}, criticism={
+    "mauve": Key(bool, True, help="MAUVE on MiniLM document features"),
+    "mauve_min_documents": Key(int, 50, min=2, help="MAUVE of a set with fewer documents is not reported "
+                                                  "(its k-means quantisation has too few points)"),
+    "pdd_bins": Key(int, 5, min=1, help="positional bins of PDD over the posterior labels"),
+    "error_threshold": Key(float, 0.01, gt=0, help="table 12: a transition with P_c below is an error"),
+    "graph_threshold": Key(float, 0.05, gt=0, help="fig. 4: red edges have P_c below this"),
+}, keys={"corpora": Key(list[str], list(CORPORA), choices=CORPORA, help="corpora studied, each in OUT/<name>/")},
+   checks=(LM_CHECK,))
 
 
-def _log(corpus: str, msg: str) -> None:
-    print(f"[coherence:{corpus}] {msg}", flush=True)
+def _build(run: Pipeline, stage: Stage, corpus: str, settings: dict) -> None:
+    with run.computing(stage):
+        report = get_corpus(corpus).build(stage.path, root=Path(settings["root"]),
+                                          valid_fraction=settings["valid_fraction"],
+                                          test_fraction=settings["test_fraction"])
+    run.log(f"built corpus: {report.counts}")
 
 
-def _build(stage: Stage, corpus: str, settings: dict) -> None:
-    stage.begin()
-    report = get_corpus(corpus).build(stage.path, root=Path(settings["root"]),
-                                      valid_fraction=settings["valid_fraction"],
-                                      test_fraction=settings["test_fraction"])
-    stage.commit()
-    _log(corpus, f"built corpus: {report.counts}")
+def _filter(run: Pipeline, stage: Stage, data: Stage, corpus: str, settings: dict) -> None:
+    with run.computing(stage):
+        filt = CorpusFilter(**{k: settings[k] for k in FILTER_KEYS})
+        kept, report = filt.apply(read_splits(data.path))
+        if settings.get("max_train_documents"):
+            kept["train"] = kept["train"][:settings["max_train_documents"]]
+        empty = [s for s in SPLITS if not kept[s]]
+        if empty:
+            raise ValueError(f"[{corpus}] filters left no documents in the {' and '.join(empty)} split(s): "
+                             "loosen them")
+        for s in SPLITS:
+            write_jsonl(kept[s], stage.path / f"{s}.jsonl")
+        atomic_write_text(stage.path / "filter.json", json.dumps(report.to_dict(), indent=1) + "\n")
+    run.log(f"filtered: {', '.join(f'{s}={len(kept[s])}' for s in SPLITS)}; removed {len(report.removed)}")
 
 
-def _filter(stage: Stage, data: Stage, corpus: str, settings: dict) -> None:
-    stage.begin()
-    filt = CorpusFilter(**{k: settings[k] for k in FILTER_KEYS})
-    kept, report = filt.apply(read_splits(data.path))
-    if settings.get("max_train_documents"):
-        kept["train"] = kept["train"][:settings["max_train_documents"]]
-    empty = [s for s in SPLITS if not kept[s]]
-    if empty:
-        raise ValueError(f"[{corpus}] filters left no documents in the {' and '.join(empty)} split(s): loosen them")
-    for s in SPLITS:
-        write_jsonl(kept[s], stage.path / f"{s}.jsonl")
-    atomic_write_text(stage.path / "filter.json", json.dumps(report.to_dict(), indent=1) + "\n")
-    stage.commit()
-    _log(corpus, f"filtered: {', '.join(f'{s}={len(kept[s])}' for s in SPLITS)}; removed {len(report.removed)}")
-
-
-def _fit_critic(stage: Stage, filtered: Stage, corpus: str, settings: dict, device: str) -> Critic:
-    from critics.sections.classifier_critic import ClassifierSectionCritic
-
-    stage.begin()
-    splits = read_splits(filtered.path)
-    critic = ClassifierSectionCritic(**{k: v for k, v in settings.items() if v is not None}).to(device)
-    critic.fit(splits["train"], validation=splits["valid"])
-    accuracy, compared = critic.accuracy(splits["test"])
-    critic.save(stage.path / "critic")
-    atomic_write_text(stage.path / "accuracy.json", json.dumps(
-        {"valid_accuracy": critic.valid_accuracy_, "test_accuracy": accuracy, "test_sections": compared,
-         "states": len(critic.vocab_), "delta": critic.delta_}, indent=1) + "\n")
-    stage.commit()
-    _log(corpus, f"section critic: {len(critic.vocab_)} states, delta={critic.delta_}, classifier "
-                 f"{settings['classifier']} accuracy valid {critic.valid_accuracy_:.4f}, test {accuracy:.4f} "
-                 f"({compared} sections)")
-    return critic
+def _fit_critic(run: Pipeline, stage: Stage, filtered: Stage) -> None:
+    settings = run.config["critic"]
+    with run.computing(stage):
+        splits = read_splits(filtered.path)
+        critic = ClassifierSectionCritic(**{k: v for k, v in settings.items() if v is not None}).to(run.device)
+        critic.fit(splits["train"], validation=splits["valid"])
+        accuracy, compared = critic.accuracy(splits["test"])
+        critic.save(stage.path / "critic")
+        atomic_write_text(stage.path / "accuracy.json", json.dumps(
+            {"valid_accuracy": critic.valid_accuracy_, "test_accuracy": accuracy, "test_sections": compared,
+             "states": len(critic.vocab_), "delta": critic.delta_}, indent=1) + "\n")
+    run.log(f"section critic: {len(critic.vocab_)} states, delta={critic.delta_}, classifier "
+            f"{settings['classifier']} accuracy valid {critic.valid_accuracy_:.4f}, test {accuracy:.4f} "
+            f"({compared} sections)")
 
 
 def _label_indices(critic, paths: list[list[str] | None]) -> list[list[int]]:
     return [[critic.index_[t] for t in p] for p in paths if p]
 
 
-def _report(stage: Stage, corpus: str, filtered: Stage, critic_stage: Stage, samples: dict[str, Stage],
-            ppls: dict[str, Stage], config: dict, seed: int, device: str, stages: list[Stage]) -> dict:
+def _report(run: Pipeline, stage: Stage, corpus: str, filtered: Stage, critic_stage: Stage, lm: LmStages) -> None:
     from critic.lm.sample import read_generations
     from critics.metrics.pdd import pdd
     from critics.sections.analysis import section_paths, transition_errors_table
     from critics.sections.plots import transition_difference_graph, transition_difference_heatmap
 
-    stage.begin()
-    settings = config["criticism"]
-    critic = Critic.load(critic_stage.path / "critic", device=device)
-    splits = read_splits(filtered.path)
-    test, valid = splits["test"], splits["valid"]
-    generated, unparsed = {}, {}
-    for name, s in samples.items():
-        generated[name], unparsed[name] = read_generations(s.path)
-    result = criticize(critic, test, generated, reference_name="data",
-                       paths={"data": f"{filtered.name}/test.jsonl",
-                              **{n: f"{s.name}/documents.jsonl" for n, s in samples.items()}},
-                       n_bootstrap=settings["n_bootstrap"], n_permutations=settings["n_permutations"], seed=seed)
-    word_ppl = {n: json.loads((s.path / "ppl.json").read_text())["word_ppl"] for n, s in ppls.items()}
-    result.add_statistic("word_ppl", {"data": None, **word_ppl}, reasons={"data": "real text: no model to score"})
+    settings = run.config["criticism"]
+    with run.computing(stage):
+        critic = Critic.load(critic_stage.path / "critic", device=run.device)
+        splits = read_splits(filtered.path)
+        test, valid = splits["test"], splits["valid"]
+        generated, unparsed = {}, {}
+        for name, s in lm.samples.items():
+            generated[name], unparsed[name] = read_generations(s.path)
+        result = run.criticize(critic, test, generated, reference_name="data",
+                               paths={"data": f"{filtered.name}/test.jsonl",
+                                      **{n: f"{s.name}/documents.jsonl" for n, s in lm.samples.items()}})
+        result.add_statistic("word_ppl", {"data": None, **{n: word_ppl(s) for n, s in lm.ppls.items()}},
+                             reasons={"data": "real text: no model to score"})
 
-    # the MAP labels each scored document got (its projection's extras): classified once, here and in T(x)
-    paths = {s.name: [d.extras["labels"] for d in s.documents] for s in result.sets}
-    valid_paths = section_paths(critic, valid)
-    ref_labels = _label_indices(critic, paths["data"])
-    pdd_values = {"data": pdd(_label_indices(critic, valid_paths), ref_labels, num_bins=settings["pdd_bins"],
-                              num_classes=len(critic.vocab_))}
-    for name in generated:
-        cand = _label_indices(critic, paths[name])
-        pdd_values[name] = (pdd(cand, ref_labels, num_bins=settings["pdd_bins"], num_classes=len(critic.vocab_))
-                            if cand else float("nan"))
-    result.add_statistic("pdd", pdd_values, reasons={n: "no generation could be projected" for n in generated})
-    if settings["mauve"]:
-        from critics.metrics.encoders import SentenceEncoder
-        from critics.metrics.mauve import mauve_score
-
-        encoder = SentenceEncoder(device=device)
-        features = {n: encoder.encode([d.text for d in docs]) for n, docs in
-                    {"test": test, "valid": valid, **generated}.items()}
-        least = settings["mauve_min_documents"]
-        mauve, reasons = {}, {}
-        for name, docs in {"data": "valid", **{n: n for n in generated}}.items():
-            pair = (len(features[docs]), len(features["test"]))
-            if min(pair) >= least:
-                mauve[name] = mauve_score(features[docs], features["test"], seed=seed)
-            else:
-                mauve[name] = None
-                reasons[name] = (f"{pair[0]} documents against {pair[1]} (< mauve_min_documents = {least}): "
-                                 "too few for MAUVE's quantisation to be trusted")
-        result.add_statistic("mauve", mauve, reasons=reasons)
-
-    sections = [f"Classifier posterior: `{critic.classifier}`, Latent NLL in `{critic.mode}` mode; held-out "
-                f"accuracy {json.loads((critic_stage.path / 'accuracy.json').read_text())['test_accuracy']:.4f} "
-                "on the test split's sections.", "",
-                "Unparseable generations (counted, not scored): "
-                + "; ".join(f"`{n}`: {dict(c) or 'none'}" for n, c in unparsed.items()), "",
-                f"## Top section-transition errors (paper table 12: P_c(z_m | z_{{m-1}}) < "
-                f"{settings['error_threshold']})", ""]
-    for name, set_paths in paths.items():
-        sections += [f"### {name}", "", transition_errors_table(critic, set_paths,
-                                                                threshold=settings["error_threshold"], top=5), ""]
-
-    sections += ["## Top flagged generations (smallest outlier p-value of T(x)/M(x) against the data)", ""]
-    for name in generated:
-        sections += [f"### {name}", "", "| document | T(x)/M(x) | outlier p | section types (MAP) |",
-                     "|---|---:|---:|---|"]
-        sections += [f"| {d.id} | {d.latent_nll_per_step:.3f} | {d.outlier_p_value:.4f} | "
-                     f"{' → '.join(d.extras['labels'])} |" for _, d in result.outliers(name=name, top=5)]
-        sections.append("")
-
-    def figures(directory: Path) -> dict[str, Path]:
-        out = {}
+        # the MAP labels each scored document got (its projection's extras): classified once, here and in T(x)
+        paths = {s.name: [d.extras["labels"] for d in s.documents] for s in result.sets}
+        valid_paths = section_paths(critic, valid)
+        ref_labels = _label_indices(critic, paths["data"])
+        pdd_values = {"data": pdd(_label_indices(critic, valid_paths), ref_labels, num_bins=settings["pdd_bins"],
+                                  num_classes=len(critic.vocab_))}
         for name in generated:
-            out[f"graph_{name}"] = transition_difference_graph(
-                critic, paths["data"], paths[name], directory / f"transitions_graph_{name}.png", name=name,
-                threshold=settings["graph_threshold"])
-            out[f"heatmap_{name}"] = transition_difference_heatmap(
-                critic, paths["data"], paths[name], directory / f"transitions_{name}.png", name=name,
-                threshold=settings["graph_threshold"])
-        return out
+            cand = _label_indices(critic, paths[name])
+            pdd_values[name] = (pdd(cand, ref_labels, num_bins=settings["pdd_bins"], num_classes=len(critic.vocab_))
+                                if cand else float("nan"))
+        result.add_statistic("pdd", pdd_values, reasons={n: "no generation could be projected" for n in generated})
+        if settings["mauve"]:
+            from critics.metrics.encoders import SentenceEncoder
+            from critics.metrics.mauve import mauve_score
 
-    run = {"corpus": corpus, "config": config, "seed": seed, "device": str(device),
-           "stages": {s.name: s.key for s in stages},
-           "unparsed_generations": {n: dict(c) for n, c in unparsed.items()}}
-    write_report(result, stage.path, top=settings["top"], extra={"run": run}, sections=["\n".join(sections)],
-                 figures=figures)
-    stage.commit()
-    return json.loads((stage.path / "results.json").read_text(encoding="utf-8"))
+            encoder = SentenceEncoder(device=run.device)
+            features = {n: encoder.encode([d.text for d in docs]) for n, docs in
+                        {"test": test, "valid": valid, **generated}.items()}
+            least = settings["mauve_min_documents"]
+            mauve, reasons = {}, {}
+            for name, docs in {"data": "valid", **{n: n for n in generated}}.items():
+                pair = (len(features[docs]), len(features["test"]))
+                if min(pair) >= least:
+                    mauve[name] = mauve_score(features[docs], features["test"], seed=run.seed)
+                else:
+                    mauve[name] = None
+                    reasons[name] = (f"{pair[0]} documents against {pair[1]} (< mauve_min_documents = {least}): "
+                                     "too few for MAUVE's quantisation to be trusted")
+            result.add_statistic("mauve", mauve, reasons=reasons)
+
+        sections = [f"Classifier posterior: `{critic.classifier}`, Latent NLL in `{critic.mode}` mode; held-out "
+                    f"accuracy {json.loads((critic_stage.path / 'accuracy.json').read_text())['test_accuracy']:.4f} "
+                    "on the test split's sections.", "",
+                    "Unparseable generations (counted, not scored): "
+                    + "; ".join(f"`{n}`: {dict(c) or 'none'}" for n, c in unparsed.items()), "",
+                    f"## Top section-transition errors (paper table 12: P_c(z_m | z_{{m-1}}) < "
+                    f"{settings['error_threshold']})", ""]
+        for name, set_paths in paths.items():
+            sections += [f"### {name}", "", transition_errors_table(critic, set_paths,
+                                                                    threshold=settings["error_threshold"], top=5), ""]
+
+        sections += ["## Top flagged generations (smallest outlier p-value of T(x)/M(x) against the data)", ""]
+        for name in generated:
+            sections += [f"### {name}", "", "| document | T(x)/M(x) | outlier p | section types (MAP) |",
+                         "|---|---:|---:|---|"]
+            sections += [f"| {d.id} | {d.latent_nll_per_step:.3f} | {d.outlier_p_value:.4f} | "
+                         f"{' → '.join(d.extras['labels'])} |" for _, d in result.outliers(name=name, top=5)]
+            sections.append("")
+
+        def figures(directory: Path) -> dict[str, Path]:
+            out = {}
+            for name in generated:
+                out[f"graph_{name}"] = transition_difference_graph(
+                    critic, paths["data"], paths[name], directory / f"transitions_graph_{name}.png", name=name,
+                    threshold=settings["graph_threshold"])
+                out[f"heatmap_{name}"] = transition_difference_heatmap(
+                    critic, paths["data"], paths[name], directory / f"transitions_{name}.png", name=name,
+                    threshold=settings["graph_threshold"])
+            return out
+
+        run.write_report(stage.path, result, sections=["\n".join(sections)], figures=figures,
+                         record={"corpus": corpus, "unparsed_generations": {n: dict(c) for n, c in unparsed.items()}})
 
 
-def _study(corpus: str, config: dict, out: Path, seed: int, device: str) -> dict:
-    settings = config[corpus]
-    root = out / corpus
-    chain = StageChain(lambda msg: _log(corpus, msg))
-    data = Stage(root, "data", {"corpus": corpus, **{k: settings[k] for k in ("root", "valid_fraction",
+def _study(run: Pipeline, corpus: str) -> CriticismResult:
+    settings = run.config[corpus]
+    data = run.stage("data", {"corpus": corpus, **{k: settings[k] for k in ("root", "valid_fraction",
                                                                              "test_fraction")}})
-    filtered = Stage(root, "filtered", {k: settings.get(k) for k in (*FILTER_KEYS, "max_train_documents")},
-                     upstream=[data])
-    critic_stage = Stage(root, "critic", config["critic"], upstream=[filtered])
-    pipeline = LmPipeline(root, filtered, config, seed, FORMATS)
-    samples, ppls = pipeline.samples, pipeline.ppls
-    report = Stage(root, "report", {**config["criticism"], "seed": seed},
-                   upstream=[critic_stage, *samples.values(), *ppls.values()])
-    stages = [data, filtered, critic_stage, *pipeline.stages, report]
-
-    if chain.needs(data):
-        _build(data, corpus, settings)
-    if chain.needs(filtered):
-        _filter(filtered, data, corpus, settings)
-    if chain.needs(critic_stage):
-        _fit_critic(critic_stage, filtered, corpus, config["critic"], device)
-    pipeline.run(chain, device)
-    if chain.needs(report):
-        return _report(report, corpus, filtered, critic_stage, samples, ppls, config, seed, device, stages)
-    return json.loads((report.path / "results.json").read_text(encoding="utf-8"))
+    filtered = run.stage("filtered", {k: settings.get(k) for k in (*FILTER_KEYS, "max_train_documents")},
+                         upstream=[data])
+    critic_stage = run.stage("critic", run.config["critic"], upstream=[filtered])
+    lm = LmStages(run, filtered, FORMATS)
+    report = run.stage("report", run.criticism_key(), upstream=[critic_stage, *lm.samples.values(),
+                                                                *lm.ppls.values()])
+    if run.needs(data):
+        _build(run, data, corpus, settings)
+    if run.needs(filtered):
+        _filter(run, filtered, data, corpus, settings)
+    if run.needs(critic_stage):
+        _fit_critic(run, critic_stage, filtered)
+    lm.compute()
+    if run.needs(report):
+        _report(run, report, corpus, filtered, critic_stage, lm)
+    return load_results(report.path)
 
 
-def table2(results: dict[str, dict]) -> str:
+def table2(results: dict[str, CriticismResult]) -> str:
     """The paper's table 2 layout (plus MAUVE and PDD): a row per set, a column group per corpus."""
     names = {"data": "Data", "lm_w_title": "LM W/ Title", "lm_wo_title": "LM W/O Title"}
     head = "| set |" + "".join(f" {c}: word PPL ↓ | {c}: Latent PPL ↓ [95% CI] | {c}: MAUVE ↑ | {c}: PDD ↓ |"
@@ -281,29 +248,27 @@ def table2(results: dict[str, dict]) -> str:
     for key, label in names.items():
         row = f"| {label} |"
         for res in results.values():
-            s = res["reference"] if key == "data" else res["candidates"][key]
-            row += (f" {cell(s.get('word_ppl'))} | {cell(s['latent_ppl'])} {interval(s['latent_ppl_ci'])} "
-                    f"(n={s['n']}) |"
-                    f" {cell(s.get('mauve'), '.3f')} | {cell(s.get('pdd'), '.4f')} |")
+            s = res.set(key)
+            row += (f" {cell(s.statistics.get('word_ppl'))} | {cell(s.latent_ppl)} {interval(s.latent_ppl_ci)} "
+                    f"(n={s.n}) |"
+                    f" {cell(s.statistics.get('mauve'), '.3f')} | {cell(s.statistics.get('pdd'), '.4f')} |")
         lines.append(row)
     return "\n".join(lines)
 
 
-@register_runner("coherence", SCHEMA, "paper sec. 4: LMs with and without titles, classifier posterior, table 2")
-def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu") -> dict:
+@register_study("coherence", SCHEMA, "paper sec. 4: LMs with and without titles, classifier posterior, table 2")
+def main(run: Pipeline) -> dict[str, CriticismResult]:
     """Run every corpus's stages (resumed when unchanged), print each report and table 2."""
-    config = check_config(config, SCHEMA, where="coherence config", allowed=("runner",))
-    torch.set_num_threads(config["threads"])
-    out = Path(out)
     results = {}
-    for corpus in config["corpora"]:
+    for corpus in run.config["corpora"]:
         start = time.perf_counter()
-        results[corpus] = _study(corpus, config, out, seed, device)
-        _log(corpus, f"done in {time.perf_counter() - start:.0f} s; report in {out / corpus / 'report'}")
+        part = run.part(corpus)
+        results[corpus] = _study(part, corpus)
+        part.log(f"done in {time.perf_counter() - start:.0f} s; report in {run.out / corpus / 'report'}")
     table = table2(results)
-    atomic_write_text(out / "table2.md", "# Coherence study (paper table 2 layout)\n\n" + table + "\n")
+    atomic_write_text(run.out / "table2.md", "# Coherence study (paper table 2 layout)\n\n" + table + "\n")
     for corpus in results:
         print(f"\n## {corpus}\n")
-        print((out / corpus / "report" / "report.md").read_text(encoding="utf-8"))
+        print((run.out / corpus / "report" / "report.md").read_text(encoding="utf-8"))
     print("\n## Table 2\n\n" + table)
     return results

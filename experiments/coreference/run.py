@@ -33,97 +33,79 @@ import math
 import time
 from pathlib import Path
 
-import torch
-
-from critic.config import Key, Schema, check_config
+from critic.config import Key
 from critic.critic import Critic
-from critic.criticism import criticize
 from critic.document import Document, read_jsonl, write_jsonl
 from critic.io import atomic_write_text
-from critic.registry import get_corpus, register_runner
-from critic.report import write_report
+from critic.registry import get_corpus
+from critic.results import CriticismResult
 from critic.stages import Stage
-from experiments.lm_stages import LM_CHECK, LM_TABLE, SAMPLE_TABLE, LmPipeline, StageChain, read_splits
+from critic.study import Pipeline, critic_table, load_results, register_study, study_schema
+from critics.coref.critic import CorefChainCritic
+from experiments.lm_stages import LM_CHECK, LM_TABLE, SAMPLE_TABLE, LmStages, read_splits, word_ppl
 from experiments.tables import cell, interval
 
 __all__ = ["main", "SCHEMA", "table7"]
 
 SMOOTHINGS = {"kenlm": "critic_kenlm", "authors": "critic_authors"}
 
-SCHEMA = Schema(
-    keys={"threads": Key(int, 2, min=1, help="torch threads")},
-    tables={
-        "data": {
-            "language": Key(str, "en", choices=("en",), help="summaries' language (coreference needs English)"),
-            "topic": Key(str, "People", help='keep one topic of the summaries ("" keeps all)'),
-            "film": Key(bool, False, help="app. G: keep summaries matching .*is a.*film.*"),
-            "valid_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of documents in the validation split"),
-            "test_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of documents in the test split"),
-            "max_train_documents": Key(int, min=1, help="training documents resolved for the critic (absent: all)"),
-            "max_test_documents": Key(int, min=1, help="test documents resolved and scored (absent: all)"),
-        },
-        "lm": LM_TABLE,
-        "sample": SAMPLE_TABLE,
-        "neuralcoref": {"batch_size": Key(int, 16, min=1, help="documents per worker request")},
-        "critic": {
-            "order": Key(int, 5, min=2, help="n-gram order of the prior (paper: 5; a 1-gram has no context)"),
-            "memory": Key(str, "1G", help="lmplz -S memory bound"),
-        },
-        "corruptions": {
-            "names": Key(list[str], ["gender", "number"], choices=("gender", "number"),
-                         help="corrupted copies of the resolved test set"),
-        },
-        "criticism": {
-            "n_bootstrap": Key(int, 1000, min=1, help="bootstrap resamples of the CIs"),
-            "n_permutations": Key(int, 2000, min=1, help="permutations of the two-sample test"),
-            "top": Key(int, 10, min=1, help="rows of table 6 and outliers listed"),
-            "threshold": Key(float, -7.0, help="table 15 / rendering: log P below this is implausible"),
-            "min_count": Key(int, 5, min=1, help="tables 16, 17: windows seen this often in both sets"),
-            "render": Key(int, 3, min=0, help="top flagged LM documents rendered (Markdown and HTML)"),
-        },
+SCHEMA = study_schema({
+    "data": {
+        "language": Key(str, "en", choices=("en",), help="summaries' language (coreference needs English)"),
+        "topic": Key(str, "People", help='keep one topic of the summaries ("" keeps all)'),
+        "film": Key(bool, False, help="app. G: keep summaries matching .*is a.*film.*"),
+        "valid_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of documents in the validation split"),
+        "test_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of documents in the test split"),
+        "max_train_documents": Key(int, min=1, help="training documents resolved for the critic (absent: all)"),
+        "max_test_documents": Key(int, min=1, help="test documents resolved and scored (absent: all)"),
     },
-    checks=(LM_CHECK,),
-)
+    "lm": LM_TABLE,
+    "sample": SAMPLE_TABLE,
+    "neuralcoref": {"batch_size": Key(int, 16, min=1, help="documents per worker request")},
+    "critic": critic_table(CorefChainCritic, keep=("order", "memory"), notes={
+        "order": "n-gram order of the prior (paper: 5; a 1-gram has no context)",
+        "memory": "lmplz -S memory bound"}),
+    "corruptions": {
+        "names": Key(list[str], ["gender", "number"], choices=("gender", "number"),
+                     help="corrupted copies of the resolved test set"),
+    },
+}, criticism={
+    "threshold": Key(float, -7.0, help="table 15 / rendering: log P below this is implausible"),
+    "min_count": Key(int, 5, min=1, help="tables 16, 17: windows seen this often in both sets"),
+    "render": Key(int, 3, min=0, help="top flagged LM documents rendered (Markdown and HTML)"),
+}, checks=(LM_CHECK,))
 
 
-def _log(msg: str) -> None:
-    print(f"[coreference] {msg}", flush=True)
+def _build(run: Pipeline, stage: Stage) -> None:
+    settings = run.config["data"]
+    with run.computing(stage):
+        report = get_corpus("wiki-summaries").build(stage.path, language=settings["language"],
+                                                    topic=settings["topic"] or None, film=settings["film"],
+                                                    valid_fraction=settings["valid_fraction"],
+                                                    test_fraction=settings["test_fraction"])
+    run.log(f"built corpus: {report.counts}")
 
 
-def _build(stage: Stage, settings: dict) -> None:
-    stage.begin()
-    report = get_corpus("wiki-summaries").build(stage.path, language=settings["language"],
-                                                topic=settings["topic"] or None, film=settings["film"],
-                                                valid_fraction=settings["valid_fraction"],
-                                                test_fraction=settings["test_fraction"])
-    stage.commit()
-    _log(f"built corpus: {report.counts}")
-
-
-def _resolve(stage: Stage, docs: list[Document], batch_size: int, worker) -> None:
+def _resolve(run: Pipeline, stage: Stage, docs: list[Document], worker) -> None:
     from critics.coref.resolvers import annotate
 
-    stage.begin()  # resolutions already logged under the same key are kept: resolving resumes
     start = time.perf_counter()
-    resolved, counts = annotate(docs, stage.path, batch_size=batch_size, neuralcoref=worker(), progress=True)
-    write_jsonl(resolved, stage.path / "documents.jsonl")
-    atomic_write_text(stage.path / "counts.json", json.dumps(dict(counts), indent=1) + "\n")
-    stage.commit()
+    with run.computing(stage):  # resolutions already logged under the same key are kept: resolving resumes
+        resolved, counts = annotate(docs, stage.path, batch_size=run.config["neuralcoref"]["batch_size"],
+                                    neuralcoref=worker(), progress=True)
+        write_jsonl(resolved, stage.path / "documents.jsonl")
+        atomic_write_text(stage.path / "counts.json", json.dumps(dict(counts), indent=1) + "\n")
     chars = sum(len(d.text) for d in docs)
-    _log(f"{stage.name}: {dict(counts)} ({chars} characters, {time.perf_counter() - start:.0f} s)")
+    run.log(f"{stage.name}: {dict(counts)} ({chars} characters, {time.perf_counter() - start:.0f} s)")
 
 
-def _fit(stage: Stage, resolved_train: Stage, smoothing: str, settings: dict) -> None:
-    from critics.coref.critic import CorefChainCritic
-
-    stage.begin()
-    critic = CorefChainCritic(smoothing=smoothing, order=settings["order"], memory=settings["memory"],
-                              resolver="metadata")
-    critic.fit(read_jsonl(resolved_train.path / "documents.jsonl"))
-    critic.save(stage.path / "critic")
-    stage.commit()
-    _log(f"{stage.name}: {critic.training_chains_} chains, {critic.training_tokens_} tokens, "
-         f"{len(critic.prior_.vocabulary)} target tokens; skipped {len(critic.training_skipped_)}")
+def _fit(run: Pipeline, stage: Stage, resolved_train: Stage, smoothing: str) -> None:
+    with run.computing(stage):
+        critic = CorefChainCritic(smoothing=smoothing, resolver="metadata", **run.config["critic"])
+        critic.fit(read_jsonl(resolved_train.path / "documents.jsonl"))
+        critic.save(stage.path / "critic")
+    run.log(f"{stage.name}: {critic.training_chains_} chains, {critic.training_tokens_} tokens, "
+            f"{len(critic.prior_.vocabulary)} target tokens; skipped {len(critic.training_skipped_)}")
 
 
 def _tables(critic, sets: dict[str, list[tuple[str, ...]]], settings: dict) -> list[str]:
@@ -163,51 +145,47 @@ def _percent(rows: list[dict]) -> list[dict]:
     return [{**r, "p_ref_pct": 100 * r["p_ref"], "p_cand_pct": 100 * r["p_cand"]} for r in rows]
 
 
-def _report(stage: Stage, name: str, critic_stage: Stage, test: list[Document], candidates: dict[str, list[Document]],
-            word_ppl: float, config: dict, seed: int, stages: list[Stage], *, diagnostics: bool) -> dict:
+def _report(run: Pipeline, stage: Stage, critic_stage: Stage, test: list[Document],
+            candidates: dict[str, list[Document]], lm_word_ppl: float, *, diagnostics: bool) -> None:
     from critics.coref.diagnostics import render_html, render_markdown
 
-    stage.begin()
-    settings = config["criticism"]
-    critic = Critic.load(critic_stage.path / "critic")
-    result = criticize(critic, test, candidates, reference_name="data",
-                       n_bootstrap=settings["n_bootstrap"], n_permutations=settings["n_permutations"], seed=seed)
-    result.add_statistic("word_ppl", {"data": None, "lm": word_ppl, **{c: None for c in candidates if c != "lm"}},
-                         reasons={"data": "real text: no model to score",
-                                  **{c: "a corruption of the data: no model" for c in candidates if c != "lm"}})
-    corruptions = [c for c in candidates if c != "lm"]
-    result.add_statistic("originals_latent_ppl", _originals_latent_ppl(result, corruptions),
-                         reasons={"data": "not a corruption", "lm": "not a corruption"})
-    sections = []
-    files: dict[str, str] = {}
-    if diagnostics:
-        chains = {s.name: [tuple(d.extras["chain"].split()) for d in s.documents] for s in result.sets}
-        sections += _tables(critic, chains, settings)
-        by_id = {d.id: d for d in candidates.get("lm", [])}
-        flagged = [d for _, d in result.outliers(name="lm", top=settings["render"])] if "lm" in candidates else []
-        if flagged:
-            sections += ["## Top flagged LM documents (smallest outlier p-value of T(x)/M(x))", ""]
-        for k, d in enumerate(flagged):
-            tokens = d.extras["chain"].split()
-            spans = [tuple(s) if s else None for s in d.extras["mention_spans"]]
-            text = by_id[d.id].text
-            sections += [f"### {d.id} (T/M = {d.latent_nll_per_step:.3f}, p = {d.outlier_p_value:.4f})", "",
-                         render_markdown(critic.prior_, text, tokens, spans, threshold=settings["threshold"])]
-            files[f"flagged_{k + 1}.html"] = render_html(critic.prior_, text, tokens, spans,
-                                                          threshold=settings["threshold"])
-    run = {"config": config, "seed": seed, "critic": name, "stages": {s.name: s.key for s in stages}}
+    settings = run.config["criticism"]
+    with run.computing(stage):
+        critic = Critic.load(critic_stage.path / "critic")
+        result = run.criticize(critic, test, candidates, reference_name="data")
+        corruptions = [c for c in candidates if c != "lm"]
+        result.add_statistic("word_ppl", {"data": None, "lm": lm_word_ppl, **{c: None for c in corruptions}},
+                             reasons={"data": "real text: no model to score",
+                                      **{c: "a corruption of the data: no model" for c in corruptions}})
+        result.add_statistic("originals_latent_ppl", _originals_latent_ppl(result, corruptions),
+                             reasons={"data": "not a corruption", "lm": "not a corruption"})
+        sections = []
+        files: dict[str, str] = {}
+        if diagnostics:
+            chains = {s.name: [tuple(d.extras["chain"].split()) for d in s.documents] for s in result.sets}
+            sections += _tables(critic, chains, settings)
+            by_id = {d.id: d for d in candidates.get("lm", [])}
+            flagged = [d for _, d in result.outliers(name="lm", top=settings["render"])] if "lm" in candidates else []
+            if flagged:
+                sections += ["## Top flagged LM documents (smallest outlier p-value of T(x)/M(x))", ""]
+            for k, d in enumerate(flagged):
+                tokens = d.extras["chain"].split()
+                spans = [tuple(s) if s else None for s in d.extras["mention_spans"]]
+                text = by_id[d.id].text
+                sections += [f"### {d.id} (T/M = {d.latent_nll_per_step:.3f}, p = {d.outlier_p_value:.4f})", "",
+                             render_markdown(critic.prior_, text, tokens, spans, threshold=settings["threshold"])]
+                files[f"flagged_{k + 1}.html"] = render_html(critic.prior_, text, tokens, spans,
+                                                              threshold=settings["threshold"])
 
-    def figures(directory: Path) -> dict[str, Path]:
-        out = {}
-        for fname, html in files.items():
-            atomic_write_text(directory / fname, html)
-            out[fname] = directory / fname
-        return out
+        def figures(directory: Path) -> dict[str, Path]:
+            out = {}
+            for fname, html in files.items():
+                atomic_write_text(directory / fname, html)
+                out[fname] = directory / fname
+            return out
 
-    write_report(result, stage.path, top=settings["top"], extra={"run": run}, sections=["\n".join(sections)],
-                 figures=figures)
-    stage.commit()
-    return json.loads((stage.path / "results.json").read_text(encoding="utf-8"))
+        run.write_report(stage.path, result, sections=["\n".join(sections)], figures=figures,
+                         record={"critic": critic_stage.name})
 
 
 def _originals_latent_ppl(result, corruptions: list[str]) -> dict[str, float | None]:
@@ -221,97 +199,85 @@ def _originals_latent_ppl(result, corruptions: list[str]) -> dict[str, float | N
     return out
 
 
-def table7(results: dict[str, dict]) -> str:
+def table7(results: dict[str, CriticismResult]) -> str:
     """Table 7 layout: a row per set; per prior, Latent PPL [95% CI] (n) and, for a corruption, the Latent PPL of
     the same documents uncorrupted; the LM's word PPL."""
     first = next(iter(results.values()))
-    names = ["data", *first["candidates"]]
     head = ("| set |" + "".join(f" Latent PPL ↓ ({p}) [95% CI] (n) | same documents uncorrupted ({p}) |"
                                 for p in results) + " word PPL ↓ |")
     lines = [head, "|---|" + "---|---:|" * len(results) + "---:|"]
-    for name in names:
+    for name in (s.name for s in first.sets):
         row = f"| {name} |"
         for res in results.values():
-            s = res["reference"] if name == "data" else res["candidates"][name]
-            ci_text = interval(s["latent_ppl_ci"], ".3f")
-            row += f" {cell(s['latent_ppl'], '.3f')} {ci_text} ({s['n']}) | {cell(s.get('originals_latent_ppl'), '.3f')} |"
-        s = first["reference"] if name == "data" else first["candidates"][name]
-        lines.append(row + f" {cell(s.get('word_ppl'))} |")
+            s = res.set(name)
+            row += (f" {cell(s.latent_ppl, '.3f')} {interval(s.latent_ppl_ci, '.3f')} ({s.n}) |"
+                    f" {cell(s.statistics.get('originals_latent_ppl'), '.3f')} |")
+        lines.append(row + f" {cell(first.set(name).statistics.get('word_ppl'))} |")
     return "\n".join(lines)
 
 
-@register_runner("coreference", SCHEMA, "paper sec. 5: coreference chains of LM samples and corruptions, table 7")
-def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu") -> dict:
+@register_study("coreference", SCHEMA, "paper sec. 5: coreference chains of LM samples and corruptions, table 7")
+def main(run: Pipeline) -> dict[str, CriticismResult]:
     """Run the study's stages (resumed when unchanged); print the report and table 7."""
     from critic.lm.sample import read_generations
     from critics.coref.corrupt import corrupt_resolved
 
-    config = check_config(config, SCHEMA, where="coreference config", allowed=("runner",))
-    torch.set_num_threads(config["threads"])
-    out = Path(out)
     start = time.perf_counter()
-    data_cfg = config["data"]
-    chain = StageChain(_log)
+    data_cfg = run.config["data"]
     worker_box: list = []
 
     def worker():
         if not worker_box:
             from critics.coref.neuralcoref import NeuralcorefResolver
 
-            worker_box.append(NeuralcorefResolver(batch_size=config["neuralcoref"]["batch_size"]))
+            worker_box.append(NeuralcorefResolver(batch_size=run.config["neuralcoref"]["batch_size"]))
         return worker_box[0]
 
-    data = Stage(out, "data", {k: data_cfg[k] for k in ("language", "topic", "film", "valid_fraction",
+    data = run.stage("data", {k: data_cfg[k] for k in ("language", "topic", "film", "valid_fraction",
                                                          "test_fraction")})
-    pipeline = LmPipeline(out, data, config, seed)
-    samples, ppl = pipeline.samples["lm"], pipeline.ppls["lm"]
-    resolved = {"train": Stage(out, "resolved_train", {"n": data_cfg.get("max_train_documents")}, upstream=[data]),
-                "test": Stage(out, "resolved_test", {"n": data_cfg.get("max_test_documents")}, upstream=[data]),
-                "lm": Stage(out, "resolved_lm", {}, upstream=[samples])}
-    critics = {s: Stage(out, d, {**config["critic"], "smoothing": s}, upstream=[resolved["train"]])
+    lm = LmStages(run, data)
+    samples, ppl = lm.samples["lm"], lm.ppls["lm"]
+    resolved = {"train": run.stage("resolved_train", {"n": data_cfg.get("max_train_documents")}, upstream=[data]),
+                "test": run.stage("resolved_test", {"n": data_cfg.get("max_test_documents")}, upstream=[data]),
+                "lm": run.stage("resolved_lm", {}, upstream=[samples])}
+    critics = {s: run.stage(d, {**run.config["critic"], "smoothing": s}, upstream=[resolved["train"]])
                for s, d in SMOOTHINGS.items()}
-    reports = {s: Stage(out, "report" if s == "kenlm" else f"report_{s}",
-                        {**config["criticism"], **config["corruptions"], "seed": seed},
-                        upstream=[critics[s], resolved["test"], resolved["lm"], ppl]) for s in SMOOTHINGS}
-    stages = [data, *pipeline.stages, *resolved.values(),
-              *critics.values(), *reports.values()]
+    reports = {s: run.stage("report" if s == "kenlm" else f"report_{s}",
+                            run.criticism_key(run.config["corruptions"]),
+                            upstream=[critics[s], resolved["test"], resolved["lm"], ppl]) for s in SMOOTHINGS}
     try:
-        if chain.needs(data):
-            _build(data, data_cfg)
+        if run.needs(data):
+            _build(run, data)
         splits = read_splits(data.path)
-        pipeline.run(chain, device)
+        lm.compute()
         generated, unparsed = read_generations(samples.path)
         if unparsed:
-            _log(f"unparseable generations (counted, not scored): {dict(unparsed)}")
+            run.log(f"unparseable generations (counted, not scored): {dict(unparsed)}")
         sources = {"train": splits["train"][:data_cfg.get("max_train_documents")],
                    "test": splits["test"][:data_cfg.get("max_test_documents")], "lm": generated}
         for name, stage in resolved.items():
-            if chain.needs(stage):
-                _log(f"resolving {name} with neuralcoref ({len(sources[name])} documents)")
-                _resolve(stage, sources[name], config["neuralcoref"]["batch_size"], worker)
+            if run.needs(stage):
+                run.log(f"resolving {name} with neuralcoref ({len(sources[name])} documents)")
+                _resolve(run, stage, sources[name], worker)
         for smoothing, stage in critics.items():
-            if chain.needs(stage):
-                _fit(stage, resolved["train"], smoothing, config["critic"])
+            if run.needs(stage):
+                _fit(run, stage, resolved["train"], smoothing)
     finally:
         for w in worker_box:
             w.close()
 
     test = read_jsonl(resolved["test"].path / "documents.jsonl")
     candidates = {"lm": read_jsonl(resolved["lm"].path / "documents.jsonl")}
-    for name in config["corruptions"]["names"]:
-        candidates[name], counts = corrupt_resolved(test, name, seed=seed)
-        _log(f"corruption {name}: {dict(counts)}")
-    word_ppl = json.loads((ppl.path / "ppl.json").read_text())["word_ppl"]
-    results = {}
+    for name in run.config["corruptions"]["names"]:
+        candidates[name], counts = corrupt_resolved(test, name, seed=run.seed)
+        run.log(f"corruption {name}: {dict(counts)}")
     for smoothing, stage in reports.items():
-        if chain.needs(stage):
-            results[smoothing] = _report(stage, smoothing, critics[smoothing], test, candidates, word_ppl, config,
-                                         seed, stages, diagnostics=smoothing == "kenlm")
-        else:
-            results[smoothing] = json.loads((stage.path / "results.json").read_text(encoding="utf-8"))
+        if run.needs(stage):
+            _report(run, stage, critics[smoothing], test, candidates, word_ppl(ppl), diagnostics=smoothing == "kenlm")
+    results = {smoothing: load_results(stage.path) for smoothing, stage in reports.items()}
     table = table7(results)
-    atomic_write_text(out / "table7.md", "# Coreference study (paper table 7 layout)\n\n" + table + "\n")
+    atomic_write_text(run.out / "table7.md", "# Coreference study (paper table 7 layout)\n\n" + table + "\n")
     print((reports["kenlm"].path / "report.md").read_text(encoding="utf-8"))
     print("\n## Table 7\n\n" + table)
-    _log(f"done in {time.perf_counter() - start:.0f} s")
+    run.log(f"done in {time.perf_counter() - start:.0f} s")
     return results

@@ -13,8 +13,8 @@
 
 Writes ``DIR/results.json`` and ``DIR/table.md``; samples go to ``DIR/samples_*.npz``
 so a rerun after an interruption redoes nothing that finished.  The config is checked
-against :data:`SCHEMA`; checkpoints and samples are keyed by the config and seed
-(``DIR/stages/synthetic.json``, :mod:`critic.stages`): a rerun with another config starts over.
+against :data:`SCHEMA`; checkpoints and samples are one stage keyed by the config and seed
+(``DIR/stages/synthetic.json``, :mod:`critic.study`): a rerun with another config starts over.
 """
 
 from __future__ import annotations
@@ -27,13 +27,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from critic import CriticismResult, criticize
-from critic.config import Divides, Key, Schema, check_config, keys_from_dataclass
+from critic import CriticismResult
+from critic.config import Divides, Key, keys_from_dataclass
 from critic.critic import resolve_device
 from critic.io import atomic_write_text
-from critic.registry import register_runner
 from critic.results import json_ready
-from critic.stages import Stage
+from critic.study import RUNTIME_KEYS, Pipeline, register_study, study_schema
 from critics.hsmm.model import Checkpointer, HSMMLM, TrainConfig, evaluate, train_hsmm
 from critics.hsmm.ngrams import build_vocab
 
@@ -45,33 +44,25 @@ __all__ = ["main", "data_config", "SCHEMA"]
 
 _POSITIVE = {"min": 1}
 _RATE = {"gt": 0}
-SCHEMA = Schema(
-    keys={
-        "threads": Key(int, min=1, help="torch threads (absent: the command's --threads, default 1)"),
-        "hsmm_ngrams_end_at_delimiter": Key(bool, help="n-grams hold the delimiter only as last token (default true)"),
-    },
-    tables={
-        "data": {"preset": Key(str, choices=tuple(PRESETS), help="base settings; the other keys override them"),
-                 **keys_from_dataclass(SyntheticConfig, defaults=False, seed={"min": 0}, trans_temperature=_RATE,
-                                       emit_temperature=_RATE, **{k: _POSITIVE for k in (
-                                           "num_states", "num_segments", "num_letters", "num_subsequences",
-                                           "min_len", "max_len", "n_train", "n_valid", "n_test")})},
-        "hsmm": keys_from_dataclass(TrainConfig, defaults=False, pretrain_epochs={"min": 0}, epochs={"min": 0},
-                                    pretrain_lr=_RATE, lr=_RATE, min_lr={"min": 0}, init_scale=_RATE,
-                                    **{k: _POSITIVE for k in ("num_states", "top_k_ngrams", "batch_size",
-                                                              "patience", "eval_every", "max_valid")}),
-        "transformer": keys_from_dataclass(TransformerConfig, defaults=False, dropout={"min": 0, "max": 0.999},
-                                           epochs={"min": 0}, lr=_RATE, warmup_steps={"min": 0},
-                                           weight_decay={"min": 0},
-                                           **{k: _POSITIVE for k in ("layers", "heads", "dim", "ff_dim", "max_len",
-                                                                     "batch_size")}),
-        "eval": {"bootstrap": Key(int, min=1, help="bootstrap resamples (default 1000)"),
-                 "num_samples": Key(int, min=1, help="samples drawn from each LM (default: test split size)")},
-    },
-    checks=(Divides("transformer", "heads", "dim"),),
-)
-_RUNTIME_KEYS = ("runner", "threads")
-"""Config keys that do not change the results (left out of the resume key)."""
+SCHEMA = study_schema({
+    "data": {"preset": Key(str, choices=tuple(PRESETS), help="base settings; the other keys override them"),
+             **keys_from_dataclass(SyntheticConfig, defaults=False, seed={"min": 0}, trans_temperature=_RATE,
+                                   emit_temperature=_RATE, **{k: _POSITIVE for k in (
+                                       "num_states", "num_segments", "num_letters", "num_subsequences",
+                                       "min_len", "max_len", "n_train", "n_valid", "n_test")})},
+    "hsmm": keys_from_dataclass(TrainConfig, defaults=False, pretrain_epochs={"min": 0}, epochs={"min": 0},
+                                pretrain_lr=_RATE, lr=_RATE, min_lr={"min": 0}, init_scale=_RATE,
+                                **{k: _POSITIVE for k in ("num_states", "top_k_ngrams", "batch_size",
+                                                          "patience", "eval_every", "max_valid")}),
+    "transformer": keys_from_dataclass(TransformerConfig, defaults=False, dropout={"min": 0, "max": 0.999},
+                                       epochs={"min": 0}, lr=_RATE, warmup_steps={"min": 0},
+                                       weight_decay={"min": 0},
+                                       **{k: _POSITIVE for k in ("layers", "heads", "dim", "ff_dim", "max_len",
+                                                                 "batch_size")}),
+}, criticism={"num_samples": Key(int, min=1, help="samples drawn from each LM (default: test split size)")},
+   keys={"hsmm_ngrams_end_at_delimiter": Key(bool, help="n-grams hold the delimiter only as last token "
+                                                        "(default true)")},
+   checks=(Divides("transformer", "heads", "dim"),))
 _OUTPUTS = ("hsmm.ckpt.pt", "transformer.ckpt.pt", "samples_hsmm.npz", "samples_transformer.npz",
             "results.json", "table.md")
 
@@ -139,22 +130,29 @@ def format_table(results: dict) -> str:
     return "\n".join(lines) + "\n\nProjection: " + "; ".join(notes) + "\n"
 
 
-@register_runner("synthetic", SCHEMA, "paper sec. 3: HSMM vs transformer LMs on a known latent process")
-def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu", log=print) -> dict:
+@register_study("synthetic", SCHEMA, "paper sec. 3: HSMM vs transformer LMs on a known latent process")
+def main(run: Pipeline) -> dict:
+    """Every step in one stage (the LMs resume from their checkpoints, the samples from their files)."""
+    config = run.config
+    stage = run.stage("synthetic", {"config": {k: v for k, v in config.items() if k not in ("runner", *RUNTIME_KEYS)},
+                                    "seed": run.seed}, outputs=_OUTPUTS)
+    if not run.needs(stage):
+        return json.loads((run.out / "results.json").read_text(encoding="utf-8"))
+    with run.computing(stage):
+        results = _study(run)
+    run.log(format_table(results))
+    return results
+
+
+def _study(run: Pipeline) -> dict:
     t0 = time.time()
-    config = check_config(config, SCHEMA, where="synthetic config", allowed=("runner",))
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    dev = resolve_device(device)
-    stage = Stage(out, "synthetic", {"config": {k: v for k, v in config.items() if k not in _RUNTIME_KEYS},
-                                     "seed": seed}, outputs=_OUTPUTS).begin()
-    if config.get("threads"):
-        torch.set_num_threads(int(config["threads"]))
+    config, seed, log = run.config, run.seed, run.log
+    run.out.mkdir(parents=True, exist_ok=True)
+    out, dev = run.out, resolve_device(run.device)
     dcfg = data_config(config.get("data", {}), int(config.get("data", {}).get("seed", seed)))
     hcfg = _pick(TrainConfig, config.get("hsmm", {}))
     tcfg = _pick(TransformerConfig, config.get("transformer", {}))
-    ev = config.get("eval", {})
-    n_boot = int(ev.get("bootstrap", 1000))
+    ev = config["criticism"]
     process, splits = make_dataset(dcfg)
     train, valid, test = splits["train"], splits["valid"], splits["test"]
     n_samples = int(ev.get("num_samples", len(test)))
@@ -197,8 +195,7 @@ def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu", log=pri
 
     # ---------------------------------------------------------------- Latent PPL: the known process as critic
     critic = KnownProcessCritic(dcfg.to_dict()).fit()
-    criticism = criticize(critic, documents(test.tokens, test.lengths, "test"), samples, reference_name="data",
-                          n_bootstrap=n_boot, seed=seed)
+    criticism = run.criticize(critic, documents(test.tokens, test.lengths, "test"), samples, reference_name="data")
     latent, projection = _latent_rows(criticism, dcfg.num_segments)
     log(f"latent criticism done ({time.time() - t0:.0f}s)")
 
@@ -208,6 +205,4 @@ def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu", log=pri
     atomic_write_text(out / "results.json", json.dumps(json_ready(results), indent=1, allow_nan=False) + "\n")
     table = format_table(results)
     atomic_write_text(out / "table.md", table)
-    stage.commit()
-    log(table)
     return results

@@ -38,16 +38,16 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from critic.config import Key, Schema, check_config
-from critic.criticism import criticize
+from critic.config import Key
 from critic.document import Document, read_jsonl
 from critic.io import atomic_write_text
-from critic.registry import get_corpus, register_runner
-from critic.report import write_report
+from critic.registry import get_corpus
+from critic.results import CriticismResult, SetResult
 from critic.stages import Stage
-from experiments.lm_stages import LM_CHECK, LM_TABLE, SAMPLE_TABLE, LmPipeline, StageChain, read_splits
+from critic.study import Pipeline, critic_table, load_results, read_json, register_study, study_schema
+from critics.topics.ctm_critic import CorrelatedTopicCritic
+from experiments.lm_stages import LM_CHECK, LM_TABLE, SAMPLE_TABLE, LmStages, read_splits, word_ppl
 from experiments.tables import cell, interval
 
 __all__ = ["main", "SCHEMA", "table9", "SETS"]
@@ -55,86 +55,61 @@ __all__ = ["main", "SCHEMA", "table9", "SETS"]
 SETS = ("data", "lm", "manpages")
 """Set names of the criticism: the test summaries (reference), the LM's samples, the man pages."""
 
-CRITIC_KEYS = ("num_topics", "steps", "train_batch_size", "lr", "min_count", "max_doc_freq", "infer_steps",
-               "infer_batch_size", "infer_samples")
-
-SCHEMA = Schema(
-    keys={"threads": Key(int, 2, min=1, help="torch threads")},
-    tables={
-        "data": {
-            "language": Key(str, "en", choices=("en",), help="summaries' language"),
-            "topic": Key(str, "", help='keep one topic of the summaries ("" keeps all 12)'),
-            "valid_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of documents in the validation split"),
-            "test_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of documents in the test split"),
-            "max_train_documents": Key(int, min=1, help="training documents the critic is fitted on (absent: all)"),
-            "max_test_documents": Key(int, min=1, help="test documents scored (absent: all)"),
-        },
-        "baseline": {
-            "root": Key(str, "/usr/share/man", help="man page root (Debian manpages + manpages-dev)"),
-            "max_documents": Key(int, min=1, help="man-page test documents scored (absent: all)"),
-        },
-        "lm": LM_TABLE,
-        "sample": SAMPLE_TABLE,
-        "critic": {
-            "num_topics": Key(int, 100, min=2, help="K, topics of the CTM (paper: 100)"),
-            "steps": Key(int, 3000, min=1, help="SVI steps of the fit (stops earlier when the ELBO settles)"),
-            "train_batch_size": Key(int, 256, min=1, help="documents per SVI step"),
-            "lr": Key(float, 0.05, gt=0, help="Adam learning rate of the fit"),
-            "min_count": Key(int, 1, min=1, help="word types with fewer training tokens are left out"),
-            "max_doc_freq": Key(float, 0.5, gt=0, max=1, help="app. F: types in more than this share of training "
-                                                              "documents are removed"),
-            "infer_steps": Key(int, 300, min=1, help="most steps of a new document's posterior fit"),
-            "infer_batch_size": Key(int, 512, min=1, help="documents whose posteriors are fitted together"),
-            "infer_samples": Key(int, 4, min=1, help="samples of the likelihood term in inference"),
-            "validate": Key(bool, True, help="record the held-out ELBO per token on the validation split"),
-        },
-        "criticism": {
-            "n_bootstrap": Key(int, 1000, min=1, help="bootstrap resamples of the CIs"),
-            "n_permutations": Key(int, 2000, min=1, help="permutations of the two-sample test"),
-            "top": Key(int, 10, min=1, help="outliers listed (table 14) per set"),
-            "n_words": Key(int, 10, min=1, help="top words listed per topic"),
-            "clamp": Key(float, 5.0, gt=0, help="fig. 6: covariances clamped to [-clamp, clamp] (app. F: 5)"),
-            "mean_only": Key(bool, True, help="also report the authors' mean-only scoring (same fitted critic)"),
-        },
+SCHEMA = study_schema({
+    "data": {
+        "language": Key(str, "en", choices=("en",), help="summaries' language"),
+        "topic": Key(str, "", help='keep one topic of the summaries ("" keeps all 12)'),
+        "valid_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of documents in the validation split"),
+        "test_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of documents in the test split"),
+        "max_train_documents": Key(int, min=1, help="training documents the critic is fitted on (absent: all)"),
+        "max_test_documents": Key(int, min=1, help="test documents scored (absent: all)"),
     },
-    checks=(LM_CHECK,),
-)
+    "baseline": {
+        "root": Key(str, "/usr/share/man", help="man page root (Debian manpages + manpages-dev)"),
+        "max_documents": Key(int, min=1, help="man-page test documents scored (absent: all)"),
+    },
+    "lm": LM_TABLE,
+    "sample": SAMPLE_TABLE,
+    "critic": {
+        **critic_table(CorrelatedTopicCritic, exclude=("seed", "mean_only"), defaults={"infer_steps": 300}, notes={
+            "num_topics": "K, topics of the CTM (paper: 100)",
+            "steps": "SVI steps of the fit (stops earlier when the ELBO settles)",
+            "max_doc_freq": "app. F: types in more than this share of training documents are removed"}),
+        "validate": Key(bool, True, help="record the held-out ELBO per token on the validation split"),
+    },
+}, criticism={
+    "n_words": Key(int, 10, min=1, help="top words listed per topic"),
+    "clamp": Key(float, 5.0, gt=0, help="fig. 6: covariances clamped to [-clamp, clamp] (app. F: 5)"),
+    "mean_only": Key(bool, True, help="also report the authors' mean-only scoring (same fitted critic)"),
+}, checks=(LM_CHECK,))
 
 
-def _log(msg: str) -> None:
-    print(f"[topics] {msg}", flush=True)
+def _build(run: Pipeline, stage: Stage, corpus: str, **kwargs) -> None:
+    with run.computing(stage):
+        report = get_corpus(corpus).build(stage.path, **kwargs)
+    run.log(f"built {corpus}: {report.counts}")
 
 
-def _build(stage: Stage, corpus: str, **kwargs) -> dict:
-    stage.begin()
-    report = get_corpus(corpus).build(stage.path, **kwargs)
-    stage.commit()
-    _log(f"built {corpus}: {report.counts}")
-    return report.counts
-
-
-def _fit(stage: Stage, train: list[Document], valid: list[Document] | None, settings: dict, seed: int,
-         device: str) -> None:
-    from critics.topics.ctm_critic import CorrelatedTopicCritic
-
-    stage.begin()
-    start = time.perf_counter()
-    critic = CorrelatedTopicCritic(**{k: settings[k] for k in CRITIC_KEYS}, seed=seed).to(device)
-    critic.fit(train, validation=valid)
-    seconds = time.perf_counter() - start
-    critic.save(stage.path / "critic")
-    info = {"fit_seconds": seconds, "training_docs": critic.training_docs_,
-            "training_skipped": len(critic.training_skipped_), "vocabulary": len(critic.vocab_),
-            "removed_frequent": critic.frequent_, "fit_steps": critic.fit_steps_,
-            "fit_converged": critic.fit_converged_, "validation_elbo_per_token": critic.validation_elbo_per_token_,
-            "final_elbo_per_document": float(np.mean(critic.elbo_trace_[-50:]))}
-    atomic_write_text(stage.path / "fit.json", json.dumps(info, indent=1) + "\n")
-    stage.commit()
+def _fit(run: Pipeline, stage: Stage, train: list[Document], valid: list[Document] | None) -> None:
+    settings = {k: v for k, v in run.config["critic"].items() if k != "validate"}
+    with run.computing(stage):
+        start = time.perf_counter()
+        critic = CorrelatedTopicCritic(**settings, seed=run.seed).to(run.device)
+        critic.fit(train, validation=valid)
+        seconds = time.perf_counter() - start
+        critic.save(stage.path / "critic")
+        info = {"fit_seconds": seconds, "training_docs": critic.training_docs_,
+                "training_skipped": len(critic.training_skipped_), "vocabulary": len(critic.vocab_),
+                "removed_frequent": critic.frequent_, "fit_steps": critic.fit_steps_,
+                "fit_converged": critic.fit_converged_,
+                "validation_elbo_per_token": critic.validation_elbo_per_token_,
+                "final_elbo_per_document": float(np.mean(critic.elbo_trace_[-50:]))}
+        atomic_write_text(stage.path / "fit.json", json.dumps(info, indent=1) + "\n")
     elbo = info["validation_elbo_per_token"]
-    _log(f"critic: K={critic.num_topics}, {len(critic.vocab_)} word types ({len(critic.frequent_)} removed as too "
-         f"frequent), {critic.training_docs_} documents ({len(critic.training_skipped_)} skipped), "
-         f"{critic.fit_steps_} steps (converged: {critic.fit_converged_}) in {seconds:.0f} s; held-out ELBO/token "
-         + ("—" if elbo is None else f"{elbo:.3f}"))
+    run.log(f"critic: K={critic.num_topics}, {len(critic.vocab_)} word types ({len(critic.frequent_)} removed as "
+            f"too frequent), {critic.training_docs_} documents ({len(critic.training_skipped_)} skipped), "
+            f"{critic.fit_steps_} steps (converged: {critic.fit_converged_}) in {seconds:.0f} s; held-out "
+            "ELBO/token " + ("—" if elbo is None else f"{elbo:.3f}"))
 
 
 def _snippet(text: str, n: int = 240) -> str:
@@ -166,165 +141,151 @@ def _outlier_tables(critic, result, sets: dict[str, list[Document]], top: int) -
     return blocks, rows_by_set
 
 
-def _report(stage: Stage, critic_stage: Stage, sets: dict[str, list[Document]], config: dict, seed: int,
-            stages: list[Stage], extra: dict, device: str, *, mean_only: bool) -> dict:
+def _report(run: Pipeline, stage: Stage, critic_stage: Stage, sets: dict[str, list[Document]], extra: dict, *,
+            mean_only: bool) -> None:
     from critic.critic import Critic
     from critics.topics.ctm import centre
     from critics.topics.ctm_plots import aggregated_covariance, clustered_order, covariance_heatmaps, top_words
 
-    stage.begin()
-    settings = config["criticism"]
-    critic = Critic.load(critic_stage.path / "critic", device=device)
-    critic.mean_only = mean_only  # a scoring setting: the fitted globals are the same
-    start = time.perf_counter()
-    result = criticize(critic, sets["data"], {k: v for k, v in sets.items() if k != "data"}, reference_name="data",
-                       n_bootstrap=settings["n_bootstrap"], n_permutations=settings["n_permutations"], seed=seed)
-    seconds = {"criticize": time.perf_counter() - start}
-    sections: list[str] = []
-    arrays: dict[str, np.ndarray] = {}
-    tables: dict = {}
-    if not mean_only:
+    settings = run.config["criticism"]
+    with run.computing(stage):
+        critic = Critic.load(critic_stage.path / "critic", device=run.device)
+        critic.mean_only = mean_only  # a scoring setting: the fitted globals are the same
         start = time.perf_counter()
-        missing = {}
-        for name, docs in sets.items():
-            n = result.set(name).n
-            if n < 2:  # a covariance needs two documents: said in the report, never drawn from one
-                missing[name] = f"{n} projected document(s): no covariance"
-                if name == "data":
-                    raise ValueError(f"the reference set has {n} projected document(s): fig. 6 needs two")
-                continue
-            arrays[name] = aggregated_covariance(critic, docs)
-        seconds["covariances"] = time.perf_counter() - start
-        if missing:
-            sections += ["## Sets without a fig. 6 panel", "", *[f"- `{k}`: {v}" for k, v in missing.items()], ""]
-            tables["no_covariance"] = missing
-        words = top_words(critic, settings["n_words"])
-        blocks, tables["outliers"] = _outlier_tables(critic, result, sets, settings["top"])
-        order = clustered_order(arrays["data"])
-        tables.update(top_words=words, order=order.tolist())
-        sections += ["## Table 14: outliers by T(x)", "", *blocks,
-                     f"## Top {settings['n_words']} words per topic (fig. 6 order)", "",
-                     "| topic | words |", "|---:|---|", *[f"| {k} | {' '.join(words[k])} |" for k in order], ""]
-    run = {"config": config, "seed": seed, "scoring": "mean_only" if mean_only else "exact",
-           "stages": {s.name: s.key for s in stages}, "seconds": seconds, **extra}
+        result = run.criticize(critic, sets["data"], {k: v for k, v in sets.items() if k != "data"},
+                               reference_name="data")
+        seconds = {"criticize": time.perf_counter() - start}
+        sections: list[str] = []
+        arrays: dict[str, np.ndarray] = {}
+        tables: dict = {}
+        if not mean_only:
+            start = time.perf_counter()
+            missing = {}
+            for name, docs in sets.items():
+                n = result.set(name).n
+                if n < 2:  # a covariance needs two documents: said in the report, never drawn from one
+                    missing[name] = f"{n} projected document(s): no covariance"
+                    if name == "data":
+                        raise ValueError(f"the reference set has {n} projected document(s): fig. 6 needs two")
+                    continue
+                arrays[name] = aggregated_covariance(critic, docs)
+            seconds["covariances"] = time.perf_counter() - start
+            if missing:
+                sections += ["## Sets without a fig. 6 panel", "", *[f"- `{k}`: {v}" for k, v in missing.items()], ""]
+                tables["no_covariance"] = missing
+            words = top_words(critic, settings["n_words"])
+            blocks, tables["outliers"] = _outlier_tables(critic, result, sets, settings["top"])
+            order = clustered_order(arrays["data"])
+            tables.update(top_words=words, order=order.tolist())
+            sections += ["## Table 14: outliers by T(x)", "", *blocks,
+                         f"## Top {settings['n_words']} words per topic (fig. 6 order)", "",
+                         "| topic | words |", "|---:|---|", *[f"| {k} | {' '.join(words[k])} |" for k in order], ""]
 
-    def figures(directory: Path) -> dict[str, Path]:
-        if mean_only:
-            return {}
-        nll = {s.name: s.latent_nll for s in result.sets}
-        order = np.asarray(tables["order"])
-        out = {"fig6": covariance_heatmaps(arrays, directory / "fig6_covariance.png", reference="data",
-                                           clamp=settings["clamp"], order=order, latent_nll=nll),
-               "fig6_centred": covariance_heatmaps({k: centre(v, covariance=True) for k, v in arrays.items()},
-                                                   directory / "fig6_covariance_centred.png", reference="data",
-                                                   clamp=settings["clamp"], order=order, latent_nll=nll)}
-        for name, cov in arrays.items():
-            out[f"fig6_{name}"] = covariance_heatmaps({name: cov}, directory / f"fig6_{name}.png",
-                                                      clamp=settings["clamp"], order=order, latent_nll=nll)
-            np.save(directory / f"covariance_{name}.npy", cov)
-            out[f"covariance_{name}"] = directory / f"covariance_{name}.npy"
-        atomic_write_text(directory / "topics.json", json.dumps(tables, indent=1, ensure_ascii=False) + "\n")
-        out["topics"] = directory / "topics.json"
-        return out
+        def figures(directory: Path) -> dict[str, Path]:
+            if mean_only:
+                return {}
+            nll = {s.name: s.latent_nll for s in result.sets}
+            order = np.asarray(tables["order"])
+            out = {"fig6": covariance_heatmaps(arrays, directory / "fig6_covariance.png", reference="data",
+                                               clamp=settings["clamp"], order=order, latent_nll=nll),
+                   "fig6_centred": covariance_heatmaps({k: centre(v, covariance=True) for k, v in arrays.items()},
+                                                       directory / "fig6_covariance_centred.png", reference="data",
+                                                       clamp=settings["clamp"], order=order, latent_nll=nll)}
+            for name, cov in arrays.items():
+                out[f"fig6_{name}"] = covariance_heatmaps({name: cov}, directory / f"fig6_{name}.png",
+                                                          clamp=settings["clamp"], order=order, latent_nll=nll)
+                np.save(directory / f"covariance_{name}.npy", cov)
+                out[f"covariance_{name}"] = directory / f"covariance_{name}.npy"
+            atomic_write_text(directory / "topics.json", json.dumps(tables, indent=1, ensure_ascii=False) + "\n")
+            out["topics"] = directory / "topics.json"
+            return out
 
-    write_report(result, stage.path, top=settings["top"], extra={"run": run}, sections=["\n".join(sections)],
-                 figures=figures)
-    stage.commit()
-    return json.loads((stage.path / "results.json").read_text(encoding="utf-8"))
+        run.write_report(stage.path, result, sections=["\n".join(sections)], figures=figures,
+                         record={"scoring": "mean_only" if mean_only else "exact", "seconds": seconds, **extra})
 
 
-def _nll(s: dict) -> str:
-    return f"{cell(s['latent_nll'])} {interval(s['latent_nll_ci'])}"
+def _nll(s: SetResult) -> str:
+    return f"{cell(s.latent_nll)} {interval(s.latent_nll_ci)}"
 
 
-def table9(results: dict[str, dict]) -> str:
+def table9(results: dict[str, CriticismResult]) -> str:
     """Table 9 layout: a row per set; per scoring, Latent NLL [95% CI], the difference to the data [95% CI]
     and its permutation p-value; the documents scored and skipped."""
     first = next(iter(results.values()))
-    names = ["data", *first["candidates"]]
     head = "| set |" + "".join(f" Latent NLL ↓ ({k}) [95% CI] | − data ({k}) [95% CI], p |" for k in results) \
         + " n scored | not projected |"
     lines = [head, "|---|" + "---|---|" * len(results) + "---:|---:|"]
-    for name in names:
+    for name in (s.name for s in first.sets):
         row = f"| {name} |"
         for res in results.values():
-            s = res["reference"] if name == "data" else res["candidates"][name]
-            c = s.get("comparison")
+            s = res.set(name)
+            c = s.comparison
             if c is None:
                 diff = "—"
             else:
-                lo, hi = c["difference_ci"]
-                diff = f"{cell(c['difference'], '+.2f')} [{cell(lo, '+.2f')}, {cell(hi, '+.2f')}], " \
-                       f"p = {cell(c['p_value'], '.4f')}"
+                lo, hi = c.difference_ci
+                diff = f"{cell(c.difference, '+.2f')} [{cell(lo, '+.2f')}, {cell(hi, '+.2f')}], " \
+                       f"p = {cell(c.p_value, '.4f')}"
             row += f" {_nll(s)} | {diff} |"
-        s = first["reference"] if name == "data" else first["candidates"][name]
-        lines.append(row + f" {s['n']} | {s['n_skipped']} |")
+        s = first.set(name)
+        lines.append(row + f" {s.n} | {s.n_skipped} |")
     return "\n".join(lines)
 
 
-@register_runner("topics", SCHEMA, "paper sec. 6: topic correlations of LM samples under a CTM, table 9, fig. 6")
-def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu") -> dict:
+@register_study("topics", SCHEMA, "paper sec. 6: topic correlations of LM samples under a CTM, table 9, fig. 6")
+def main(run: Pipeline) -> dict[str, CriticismResult]:
     """Run the study's stages (resumed when unchanged); print the report and table 9."""
     from critic.lm.sample import read_generations
 
-    config = check_config(config, SCHEMA, where="topics config", allowed=("runner",))
-    torch.set_num_threads(config["threads"])
-    out = Path(out)
     start = time.perf_counter()
+    config = run.config
     data_cfg, base_cfg, critic_cfg = config["data"], config["baseline"], config["critic"]
-    chain = StageChain(_log)
-
-    data = Stage(out, "data", {k: data_cfg[k] for k in ("language", "topic", "valid_fraction", "test_fraction")})
-    baseline = Stage(out, "baseline", {"root": base_cfg["root"], "valid_fraction": data_cfg["valid_fraction"],
-                                       "test_fraction": data_cfg["test_fraction"]})
-    pipeline = LmPipeline(out, data, config, seed)
-    samples, ppl = pipeline.samples["lm"], pipeline.ppls["lm"]
-    critic = Stage(out, "critic", {**critic_cfg, "max_train_documents": data_cfg.get("max_train_documents"),
-                                   "seed": seed}, upstream=[data])
-    report_key = {**config["criticism"], "max_test_documents": data_cfg.get("max_test_documents"),
-                  "max_baseline_documents": base_cfg.get("max_documents"), "seed": seed}
-    reports = {"exact": Stage(out, "report", report_key, upstream=[critic, data, baseline, samples, ppl])}
+    data = run.stage("data", {k: data_cfg[k] for k in ("language", "topic", "valid_fraction", "test_fraction")})
+    baseline = run.stage("baseline", {"root": base_cfg["root"], "valid_fraction": data_cfg["valid_fraction"],
+                                      "test_fraction": data_cfg["test_fraction"]})
+    lm = LmStages(run, data)
+    samples, ppl = lm.samples["lm"], lm.ppls["lm"]
+    critic = run.stage("critic", {**critic_cfg, "max_train_documents": data_cfg.get("max_train_documents"),
+                                  "seed": run.seed}, upstream=[data])
+    report_key = run.criticism_key({"max_test_documents": data_cfg.get("max_test_documents"),
+                                    "max_baseline_documents": base_cfg.get("max_documents")})
+    reports = {"exact": run.stage("report", report_key, upstream=[critic, data, baseline, samples, ppl])}
     if config["criticism"]["mean_only"]:
-        reports["mean_only"] = Stage(out, "report_mean_only", report_key,
-                                     upstream=[critic, data, baseline, samples, ppl])
-    stages = [data, baseline, *pipeline.stages, critic, *reports.values()]
+        reports["mean_only"] = run.stage("report_mean_only", report_key,
+                                         upstream=[critic, data, baseline, samples, ppl])
 
-    if chain.needs(data):
-        _build(data, "wiki-summaries", language=data_cfg["language"], topic=data_cfg["topic"] or None,
+    if run.needs(data):
+        _build(run, data, "wiki-summaries", language=data_cfg["language"], topic=data_cfg["topic"] or None,
                valid_fraction=data_cfg["valid_fraction"], test_fraction=data_cfg["test_fraction"])
-    if chain.needs(baseline):
-        _build(baseline, "manpages", root=Path(base_cfg["root"]), valid_fraction=data_cfg["valid_fraction"],
+    if run.needs(baseline):
+        _build(run, baseline, "manpages", root=Path(base_cfg["root"]), valid_fraction=data_cfg["valid_fraction"],
                test_fraction=data_cfg["test_fraction"])
     splits = read_splits(data.path)
-    pipeline.run(chain, device)
-    if chain.needs(critic):
+    lm.compute()
+    if run.needs(critic):
         train = splits["train"][:data_cfg.get("max_train_documents")]
-        _log(f"fitting the CTM on {len(train)} training summaries")
-        _fit(critic, train, splits["valid"] if critic_cfg["validate"] else None, critic_cfg, seed, device)
+        run.log(f"fitting the CTM on {len(train)} training summaries")
+        _fit(run, critic, train, splits["valid"] if critic_cfg["validate"] else None)
 
     generated, unparsed = read_generations(samples.path)
     if unparsed:
-        _log(f"unparseable generations (counted, not scored): {dict(unparsed)}")
-    baseline_build = json.loads((baseline.path / "build.json").read_text(encoding="utf-8"))
+        run.log(f"unparseable generations (counted, not scored): {dict(unparsed)}")
+    baseline_build = read_json(baseline.path / "build.json")
     sets = {"data": splits["test"][:data_cfg.get("max_test_documents")], "lm": generated,
             "manpages": read_jsonl(baseline.path / "test.jsonl")[:base_cfg.get("max_documents")]}
-    word_ppl = json.loads((ppl.path / "ppl.json").read_text())["word_ppl"]
-    fit = json.loads((critic.path / "fit.json").read_text())
-    extra = {"unparsed_generations": dict(unparsed), "sampled": config["sample"]["n"], "lm_word_ppl": word_ppl,
+    fit = read_json(critic.path / "fit.json")
+    extra = {"unparsed_generations": dict(unparsed), "sampled": config["sample"]["n"], "lm_word_ppl": word_ppl(ppl),
              "baseline_excluded": baseline_build.get("counts", {}).get("excluded"), "critic_fit": fit,
              "set_sizes": {k: len(v) for k, v in sets.items()}}
-    results = {}
     for scoring, stage in reports.items():
-        if chain.needs(stage):
-            _log(f"criticizing ({scoring}): {extra['set_sizes']}")
-            results[scoring] = _report(stage, critic, sets, config, seed, stages, extra, device,
-                                       mean_only=scoring == "mean_only")
-        else:
-            results[scoring] = json.loads((stage.path / "results.json").read_text(encoding="utf-8"))
+        if run.needs(stage):
+            run.log(f"criticizing ({scoring}): {extra['set_sizes']}")
+            _report(run, stage, critic, sets, extra, mean_only=scoring == "mean_only")
+    results = {scoring: load_results(stage.path) for scoring, stage in reports.items()}
     table = table9(results)
     notes = [f"- LM: {len(generated)} of {config['sample']['n']} samples parsed"
              + (f" (unparseable: {dict(unparsed)})" if unparsed else "") + f"; word PPL on the test summaries "
-             f"{word_ppl:.2f} (the LM's, not the critic's: M(x) = 1)",
+             f"{word_ppl(ppl):.2f} (the LM's, not the critic's: M(x) = 1)",
              f"- CTM: K = {critic_cfg['num_topics']}, {fit['vocabulary']} word types, fitted on "
              f"{fit['training_docs']} summaries ({fit['training_skipped']} without an in-vocabulary word) in "
              f"{fit['fit_steps']} SVI steps, {fit['fit_seconds']:.0f} s"
@@ -333,8 +294,8 @@ def main(config: dict, *, out: Path, seed: int = 0, device: str = "cpu") -> dict
              "- Latent NLL = mean T(x) per document (nats); `exact`: H(q, P_c); `mean_only`: −log P_c(m) "
              "(the authors' scoring, same fitted critic)"]
     text = "# Topic-correlation study (paper table 9 layout)\n\n" + table + "\n\n" + "\n".join(notes) + "\n"
-    atomic_write_text(out / "table9.md", text)
+    atomic_write_text(run.out / "table9.md", text)
     print((reports["exact"].path / "report.md").read_text(encoding="utf-8"))
     print("\n## Table 9\n\n" + table + "\n\n" + "\n".join(notes))
-    _log(f"done in {time.perf_counter() - start:.0f} s")
+    run.log(f"done in {time.perf_counter() - start:.0f} s")
     return results

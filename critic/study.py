@@ -1,0 +1,243 @@
+"""The study kit: what every study runner shares, declared once.
+
+A study is a config :class:`~critic.config.Schema` and a function of a :class:`Pipeline`.  The pipeline checks
+the config once, applies the runtime keys (``threads``), declares the study's stages (:class:`~critic.stages.Stage`,
+keyed by the config that produced them), computes those that are not up to date -- and with them everything
+downstream -- logs as ``[study] ...``, criticises with the ``[criticism]`` settings and writes reports that record
+the run.  Results are read back as objects (:func:`load_results`), so tables are rendered from
+:class:`~critic.results.CriticismResult`, never from dictionary keys::
+
+    SCHEMA = study_schema({"data": {"root": Key(str, "/usr/share/man")},
+                           "critic": critic_table(SectionCritic)})
+
+    @register_study("mystudy", SCHEMA, "one line for `critic run --list`")
+    def main(run: Pipeline) -> CriticismResult:
+        data = run.stage("data", run.config["data"])
+        if run.needs(data):
+            with run.computing(data):
+                build(data.path)
+        report = run.stage("report", run.criticism_key(), upstream=[data])
+        if run.needs(report):
+            with run.computing(report):
+                run.write_report(report.path, run.criticize(critic, test, candidates))
+        return load_results(report.path)
+
+Shared keys live in :data:`RUNTIME_KEYS` (top level) and :data:`CRITICISM_KEYS` (``[criticism]``); a critic's
+settings table is derived from its ``__init__`` (:func:`critic_table`), so a setting is declared once, where the
+critic takes it.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import typing
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from .config import Divides, Key, Range, Schema, check_config
+from .panel import load_results
+from .registry import register_runner
+from .stages import Stage
+
+__all__ = ["Pipeline", "register_study", "study_schema", "critic_table", "load_results", "RUNTIME_KEYS",
+           "CRITICISM_KEYS"]
+
+RUNTIME_KEYS = {
+    "threads": Key(int, 1, min=1, help="torch threads while the study runs (1 is fastest for small models here)"),
+}
+"""Top-level keys every study accepts."""
+
+CRITICISM_KEYS = {
+    "n_bootstrap": Key(int, 1000, min=1, help="bootstrap resamples of the CIs"),
+    "n_permutations": Key(int, 2000, min=1, help="permutations of the two-sample test"),
+    "top": Key(int, 10, min=1, help="outliers listed in the report"),
+}
+"""Keys of every study's ``[criticism]`` table; a study adds its own beside them."""
+
+
+def study_schema(tables: Mapping[str, Mapping[str, Key]], *, criticism: Mapping[str, Key] | None = None,
+                 keys: Mapping[str, Key] | None = None, checks: Sequence[Divides] = ()) -> Schema:
+    """A study's schema: its own ``tables`` and top-level ``keys`` beside the shared :data:`RUNTIME_KEYS`, and a
+    ``[criticism]`` table of :data:`CRITICISM_KEYS` plus the study's own ``criticism`` keys.  A study may not
+    redeclare a shared key."""
+    criticism, keys = dict(criticism or {}), dict(keys or {})
+    for what, own, shared in (("[criticism] keys", criticism, CRITICISM_KEYS), ("top-level keys", keys, RUNTIME_KEYS)):
+        clash = sorted(set(own) & set(shared))
+        if clash:
+            raise ValueError(f"{what} {clash} are shared: declared once in critic.study")
+    if "criticism" in tables:
+        raise ValueError("give the study's own [criticism] keys as criticism=, not as a table")
+    return Schema(keys={**RUNTIME_KEYS, **keys}, tables={**tables, "criticism": {**CRITICISM_KEYS, **criticism}},
+                  checks=tuple(checks))
+
+
+def critic_table(cls: type, *, keep: Sequence[str] | None = None, defaults: Mapping[str, Any] | None = None,
+                 notes: Mapping[str, str] | None = None, exclude: Sequence[str] = ("seed",)) -> dict[str, Key]:
+    """A config table of the settings of ``cls.__init__``: type from the annotation (bounds from its
+    :class:`~critic.config.Range`), default from the signature (or ``defaults``, a study's own), help from
+    ``notes`` (what the setting means in the study: ``"K (paper: 100)"``) or naming the critic's setting.
+    ``keep`` limits it to some settings; ``seed`` is the run's (``--seed``) and left out by default.
+
+    A study passes the checked table straight to ``cls(**table, seed=run.seed)``: the setting is declared where
+    the critic takes it, and nowhere else.
+    """
+    hints = typing.get_type_hints(cls.__init__, include_extras=True)
+    params = {n: p for n, p in inspect.signature(cls.__init__).parameters.items()
+              if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and n not in exclude}
+    names = list(params) if keep is None else list(keep)
+    notes = notes or {}
+    unknown = [n for n in [*names, *(defaults or {}), *notes] if n not in params]
+    if unknown:
+        raise ValueError(f"{cls.__name__} has no settings {unknown}")
+    unannotated = [n for n in names if n not in hints]
+    if unannotated:
+        raise ValueError(f"{cls.__name__}.__init__ does not annotate {unannotated}: a table needs their types")
+    table = {}
+    for name in names:
+        default = (defaults or {}).get(name, params[name].default)
+        kwargs = {} if default is inspect.Parameter.empty else {"default": _plain(default)}
+        kind, gt, low, high = _unwrap(hints[name])
+        table[name] = Key(kind, gt=gt, min=low, max=high, help=notes.get(name, f"{cls.__name__}({name}=...)"),
+                          **kwargs)
+    return table
+
+
+def _unwrap(annotation: Any) -> tuple[Any, ...]:
+    """``(type, gt, min, max)`` of an annotation, its :class:`~critic.config.Range` (if any) as a key's bounds."""
+    if typing.get_origin(annotation) is not typing.Annotated:
+        return annotation, None, None, None
+    base, *meta = typing.get_args(annotation)
+    bounds = [m for m in meta if isinstance(m, Range)]
+    if not bounds:
+        return base, None, None, None
+    if len(bounds) > 1 or bounds[0].lt is not None:
+        raise ValueError(f"a config key takes one Range without lt, got {meta}")
+    return base, bounds[0].gt, bounds[0].min, bounds[0].max
+
+
+def _plain(default: Any) -> Any:
+    """A tuple default as the list a TOML table would hold (so the checked config is JSON as written)."""
+    return list(default) if isinstance(default, tuple) else default
+
+
+class Pipeline:
+    """One run of a study: its checked ``config``, ``out`` directory, ``seed``, ``device`` and stages.
+
+    :meth:`stage` declares a stage (recorded in the run's record); :meth:`needs` says whether it must be
+    computed -- not done under its key, or a stage upstream of it was computed in this run -- and logs why;
+    :meth:`computing` wraps the computation (:meth:`Stage.begin` before, :meth:`Stage.commit` after it
+    succeeded).
+    """
+
+    def __init__(self, name: str, config: Mapping[str, Any], schema: Schema, *, out: str | Path, seed: int = 0,
+                 device: str = "cpu", log: Callable[[str], None] | None = None):
+        self.name = name
+        self.config = check_config(config, schema, where=f"{name} config", allowed=("runner",))
+        self.out = Path(out)
+        self.seed = seed
+        self.device = device
+        self._print = log
+        self.root = self.out
+        self.prefix = name
+        self.stages: list[Stage] = []
+        self.redone: set[str] = set()  # keys of the stages computed in this run
+        if "threads" in self.config:
+            import torch
+
+            torch.set_num_threads(self.config["threads"])
+
+    def log(self, message: str) -> None:
+        """``[study] message`` on stdout (or to the ``log`` the pipeline was given)."""
+        if self._print is not None:
+            self._print(message)
+        else:
+            print(f"[{self.prefix}] {message}", flush=True)
+
+    def part(self, name: str) -> "Pipeline":
+        """The same run for one part of a study (a corpus): stages under ``out/name``, logged as
+        ``[study:name]``, recorded apart; what was recomputed is shared with the whole run."""
+        part = object.__new__(Pipeline)
+        part.__dict__.update(self.__dict__)
+        part.root, part.prefix, part.stages = self.out / name, f"{self.prefix}:{name}", []
+        return part
+
+    def stage(self, name: str, config: Mapping[str, Any], *, upstream: Sequence[Stage] = (),
+              outputs: Sequence[str] | None = None) -> Stage:
+        """Declare stage ``name`` (in the run directory, or the part's), keyed by ``config`` and ``upstream``;
+        ``outputs`` as :class:`~critic.stages.Stage` takes them."""
+        stage = Stage(self.root, name, config, upstream=upstream, outputs=outputs)
+        self.stages.append(stage)
+        return stage
+
+    def needs(self, stage: Stage) -> bool:
+        """Whether ``stage`` must be computed in this run (logged either way)."""
+        why = "upstream recomputed" if set(stage.upstream.values()) & self.redone else stage.missing()
+        if why is None:
+            self.log(f"{stage.name}: up to date ({stage.path})")
+            return False
+        self.redone.add(stage.key)
+        if why not in ("no marker", "upstream recomputed"):
+            self.log(f"{stage.name}: recomputing ({why})")
+        return True
+
+    @contextmanager
+    def computing(self, stage: Stage) -> Iterator[Stage]:
+        """Begin ``stage`` (work left under the same key is kept, so it resumes) and commit it on success."""
+        stage.begin()
+        yield stage
+        stage.commit()
+
+    def criticism_key(self, *extra: Mapping[str, Any]) -> dict:
+        """The config a report stage is keyed by: ``[criticism]``, the seed and any ``extra`` tables."""
+        out = {**self.config["criticism"], "seed": self.seed}
+        for table in extra:
+            out.update(table)
+        return out
+
+    def criticize(self, critic, reference, candidates, **kwargs):
+        """:func:`critic.criticism.criticize` with the run's ``[criticism]`` resamples and seed."""
+        from .criticism import criticize
+
+        settings = self.config["criticism"]
+        return criticize(critic, reference, candidates, n_bootstrap=settings["n_bootstrap"],
+                         n_permutations=settings["n_permutations"], seed=self.seed, **kwargs)
+
+    def record(self, **extra: Any) -> dict:
+        """The run's record written beside every report: config, seed, device and the stages' keys."""
+        return {"config": self.config, "seed": self.seed, "device": str(self.device),
+                "stages": {s.name: s.key for s in self.stages}, **extra}
+
+    def write_report(self, directory: str | Path, result, **kwargs) -> dict[str, Path]:
+        """:func:`critic.report.write_report` with ``[criticism] top`` and the run's record."""
+        from .report import write_report
+
+        extra = {"run": self.record(**kwargs.pop("record", {}))}
+        return write_report(result, directory, top=self.config["criticism"]["top"], extra=extra, **kwargs)
+
+
+def register_study(name: str, schema: Schema, description: str = ""):
+    """Function decorator: ``fn(run: Pipeline)`` as the runner of ``critic run`` for study ``name``.
+
+    The registered runner has the runners' signature ``main(config, *, out, seed=0, device="cpu", log=None)``
+    and returns what ``fn`` returns.
+    """
+
+    def decorator(fn: Callable[[Pipeline], Any]):
+        @functools.wraps(fn)
+        def main(config: dict, *, out: str | Path, seed: int = 0, device: str = "cpu",
+                 log: Callable[[str], None] | None = None):
+            return fn(Pipeline(name, config, schema, out=out, seed=seed, device=device, log=log))
+
+        register_runner(name, schema, description or (fn.__doc__ or "").strip().split("\n")[0])(main)
+        main.study = fn
+        return main
+
+    return decorator
+
+
+def read_json(path: str | Path) -> Any:
+    """A JSON file a stage wrote (``ppl.json``, ``counts.json``)."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))
