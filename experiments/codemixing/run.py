@@ -32,8 +32,6 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
-import numpy as np
-
 from critic.config import Divides, Key
 from critic.critic import Critic
 from critic.document import Document, read_jsonl, write_jsonl
@@ -44,8 +42,8 @@ from critic.stages import Stage
 from critic.study import Pipeline, critic_table, load_results, read_json, register_study, study_schema
 from critics.topics.lda import LdaCodeMixCritic
 from experiments.lm_stages import read_splits
-from experiments.tables import cell, interval
 
+from .tables import mixed_share, summary_table, table10
 from .translation import TranslationConfig
 
 __all__ = ["main", "SCHEMA", "summary_table", "table10", "mixed_share"]
@@ -160,32 +158,6 @@ def _translate(run: Pipeline, stage: Stage, kind: str, data: dict[str, list[Docu
     run.log(f"{kind}: {result.steps} steps, {result.tokens_seen} target tokens, best valid loss "
             f"{result.best_valid_loss:.3f} at step {result.best_step}; {len(docs)} samples "
             f"({time.perf_counter() - start:.0f} s)")
-
-
-def mixed_share(weights: list[list[float]], threshold: float = 0.9) -> float | None:
-    """Share of documents whose posterior mean's largest topic weight is below ``threshold``."""
-    if not weights:
-        return None
-    return float(np.mean([max(w) < threshold for w in weights]))
-
-
-def table10(words: list[list[str]], languages: list[str | None]) -> str:
-    """Paper table 10: a column per topic (with its majority language), the top words in rows."""
-    head = "| rank | " + " | ".join(f"topic {k} ({lang or '—'})" for k, lang in enumerate(languages)) + " |"
-    lines = [head, "|---:|" + "---|" * len(words)]
-    for r in range(max(len(w) for w in words)):
-        lines.append(f"| {r + 1} | " + " | ".join(w[r] if r < len(w) else "" for w in words) + " |")
-    return "\n".join(lines)
-
-
-def summary_table(result: CriticismResult) -> str:
-    """A row per set: n (skipped), Latent NLL [95% CI], Latent PPL, mixed share."""
-    lines = ["| set | n (skipped) | Latent NLL ↓ [95% CI] | Latent PPL | mixed share |", "|---|---:|---|---:|---:|"]
-    for s in result.sets:
-        lines.append(f"| {s.name} | {s.n} ({s.n_skipped}) | {cell(s.latent_nll, '.3f')} "
-                     f"{interval(s.latent_nll_ci, '.3f')} | {cell(s.latent_ppl, '.3g')} | "
-                     f"{cell(s.statistics.get('mixed_share'), '.3f')} |")
-    return "\n".join(lines)
 
 
 def _report(run: Pipeline, stage: Stage, critic_stage: Stage, test: list[Document],

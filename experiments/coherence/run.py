@@ -42,7 +42,8 @@ from critic.study import Pipeline, critic_table, load_results, register_study, s
 from critics.sections import CorpusFilter
 from critics.sections.classifier_critic import ClassifierSectionCritic
 from experiments.lm_stages import LM_CHECK, LM_TABLE, SAMPLE_TABLE, SPLITS, LmStages, read_splits, word_ppl
-from experiments.tables import cell, interval
+
+from .tables import label_indices, table2
 
 __all__ = ["main", "SCHEMA", "FORMATS"]
 
@@ -129,10 +130,6 @@ def _fit_critic(run: Pipeline, stage: Stage, filtered: Stage) -> None:
             f"({compared} sections)")
 
 
-def _label_indices(critic, paths: list[list[str] | None]) -> list[list[int]]:
-    return [[critic.index_[t] for t in p] for p in paths if p]
-
-
 def _report(run: Pipeline, stage: Stage, corpus: str, filtered: Stage, critic_stage: Stage, lm: LmStages) -> None:
     from critic.lm.sample import read_generations
     from critics.metrics.pdd import pdd
@@ -156,11 +153,11 @@ def _report(run: Pipeline, stage: Stage, corpus: str, filtered: Stage, critic_st
         # the MAP labels each scored document got (its projection's extras): classified once, here and in T(x)
         paths = {s.name: [d.extras["labels"] for d in s.documents] for s in result.sets}
         valid_paths = section_paths(critic, valid)
-        ref_labels = _label_indices(critic, paths["data"])
-        pdd_values = {"data": pdd(_label_indices(critic, valid_paths), ref_labels, num_bins=settings["pdd_bins"],
+        ref_labels = label_indices(critic, paths["data"])
+        pdd_values = {"data": pdd(label_indices(critic, valid_paths), ref_labels, num_bins=settings["pdd_bins"],
                                   num_classes=len(critic.vocab_))}
         for name in generated:
-            cand = _label_indices(critic, paths[name])
+            cand = label_indices(critic, paths[name])
             pdd_values[name] = (pdd(cand, ref_labels, num_bins=settings["pdd_bins"], num_classes=len(critic.vocab_))
                                 if cand else float("nan"))
         result.add_statistic("pdd", pdd_values, reasons={n: "no generation could be projected" for n in generated})
@@ -237,23 +234,6 @@ def _study(run: Pipeline, corpus: str) -> CriticismResult:
     if run.needs(report):
         _report(run, report, corpus, filtered, critic_stage, lm)
     return load_results(report.path)
-
-
-def table2(results: dict[str, CriticismResult]) -> str:
-    """The paper's table 2 layout (plus MAUVE and PDD): a row per set, a column group per corpus."""
-    names = {"data": "Data", "lm_w_title": "LM W/ Title", "lm_wo_title": "LM W/O Title"}
-    head = "| set |" + "".join(f" {c}: word PPL ↓ | {c}: Latent PPL ↓ [95% CI] | {c}: MAUVE ↑ | {c}: PDD ↓ |"
-                               for c in results)
-    lines = [head, "|---|" + "---:|---|---:|---:|" * len(results)]
-    for key, label in names.items():
-        row = f"| {label} |"
-        for res in results.values():
-            s = res.set(key)
-            row += (f" {cell(s.statistics.get('word_ppl'))} | {cell(s.latent_ppl)} {interval(s.latent_ppl_ci)} "
-                    f"(n={s.n}) |"
-                    f" {cell(s.statistics.get('mauve'), '.3f')} | {cell(s.statistics.get('pdd'), '.4f')} |")
-        lines.append(row)
-    return "\n".join(lines)
 
 
 @register_study("coherence", SCHEMA, "paper sec. 4: LMs with and without titles, classifier posterior, table 2")

@@ -29,7 +29,6 @@ Every stage is keyed by the config it depends on (:mod:`critic.stages`) and resu
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 
@@ -43,7 +42,8 @@ from critic.stages import Stage
 from critic.study import Pipeline, critic_table, load_results, register_study, study_schema
 from critics.coref.critic import CorefChainCritic
 from experiments.lm_stages import LM_CHECK, LM_TABLE, SAMPLE_TABLE, LmStages, read_splits, word_ppl
-from experiments.tables import cell, interval
+
+from .tables import diagnostic_tables, originals_latent_ppl, table7
 
 __all__ = ["main", "SCHEMA", "table7"]
 
@@ -108,43 +108,6 @@ def _fit(run: Pipeline, stage: Stage, resolved_train: Stage, smoothing: str) -> 
             f"{len(critic.prior_.vocabulary)} target tokens; skipped {len(critic.training_skipped_)}")
 
 
-def _tables(critic, sets: dict[str, list[tuple[str, ...]]], settings: dict) -> list[str]:
-    """Markdown blocks: tables 6, 15, 16 and 17 for every candidate set against ``data``."""
-    from critics.coref.diagnostics import (contribution_table, difference_tables, implausible_table,
-                                           ngram_rows_markdown)
-
-    prior = critic.prior_
-    pad, order = prior.pad, prior.order
-    ref = sets["data"]
-    blocks = []
-    for name, chains in sets.items():
-        if name == "data" or not chains:
-            continue
-        rows = _percent(contribution_table(prior, ref, chains, top=settings["top"]))
-        blocks += [f"## `{name}` against the data", "",
-                   "### Table 6: windows ranked by their share of the Latent NLL difference (per chain token)", "",
-                   ngram_rows_markdown(rows, [("P̂ data %", "p_ref_pct", ".2f"), (f"P̂ {name} %", "p_cand_pct", ".2f"),
-                                              ("log P_c", "log_prob", ".2f"), ("share (nats)", "contribution", ".4f")],
-                                       pad=pad, order=order)]
-        rows = implausible_table(prior, chains, threshold=settings["threshold"], top=15)
-        blocks += [f"### Table 15: windows with log P_c < {settings['threshold']}", "",
-                   ngram_rows_markdown(rows, [("log P_c", "log_prob", ".2f"), ("count", "count", "d"),
-                                              ("argmax z*", "argmax", ""), ("log P_c(z*)", "argmax_log_prob", ".2f")],
-                                       pad=pad, order=order) if rows else "none\n"]
-        largest, smallest = difference_tables(critic.fit_prior, ref, chains, min_count=settings["min_count"])
-        cols = [("P data", "p_ref", ".2f"), (f"P {name}", "p_cand", ".2f"), ("count data", "count_ref", "d"),
-                (f"count {name}", "count_cand", "d")]
-        for title, rows in (("16: largest", largest), ("17: smallest", smallest)):
-            blocks += [f"### Table {title} log P_{name} - log P_data (windows seen >= {settings['min_count']} "
-                       "times in both)", "",
-                       ngram_rows_markdown(rows, cols, pad=pad, order=order) if rows else "none\n"]
-    return blocks
-
-
-def _percent(rows: list[dict]) -> list[dict]:
-    return [{**r, "p_ref_pct": 100 * r["p_ref"], "p_cand_pct": 100 * r["p_cand"]} for r in rows]
-
-
 def _report(run: Pipeline, stage: Stage, critic_stage: Stage, test: list[Document],
             candidates: dict[str, list[Document]], lm_word_ppl: float, *, diagnostics: bool) -> None:
     from critics.coref.diagnostics import render_html, render_markdown
@@ -157,13 +120,13 @@ def _report(run: Pipeline, stage: Stage, critic_stage: Stage, test: list[Documen
         result.add_statistic("word_ppl", {"data": None, "lm": lm_word_ppl, **{c: None for c in corruptions}},
                              reasons={"data": "real text: no model to score",
                                       **{c: "a corruption of the data: no model" for c in corruptions}})
-        result.add_statistic("originals_latent_ppl", _originals_latent_ppl(result, corruptions),
+        result.add_statistic("originals_latent_ppl", originals_latent_ppl(result, corruptions),
                              reasons={"data": "not a corruption", "lm": "not a corruption"})
         sections = []
         files: dict[str, str] = {}
         if diagnostics:
             chains = {s.name: [tuple(d.extras["chain"].split()) for d in s.documents] for s in result.sets}
-            sections += _tables(critic, chains, settings)
+            sections += diagnostic_tables(critic, chains, settings)
             by_id = {d.id: d for d in candidates.get("lm", [])}
             flagged = [d for _, d in result.outliers(name="lm", top=settings["render"])] if "lm" in candidates else []
             if flagged:
@@ -186,34 +149,6 @@ def _report(run: Pipeline, stage: Stage, critic_stage: Stage, test: list[Documen
 
         run.write_report(stage.path, result, sections=["\n".join(sections)], figures=figures,
                          record={"critic": critic_stage.name})
-
-
-def _originals_latent_ppl(result, corruptions: list[str]) -> dict[str, float | None]:
-    """Per corruption set, the Latent PPL of the same documents uncorrupted (the data set's T and M of the
-    documents the corruption could change): the paired baseline of that set."""
-    t = {d.id: (d.latent_nll, d.latent_steps) for d in result.reference.documents}
-    out: dict[str, float | None] = {"data": None, "lm": None}
-    for name in corruptions:
-        pairs = [t[d.id.rsplit("#", 1)[0]] for d in result.set(name).documents if d.id.rsplit("#", 1)[0] in t]
-        out[name] = math.exp(sum(a for a, _ in pairs) / sum(b for _, b in pairs)) if pairs else None
-    return out
-
-
-def table7(results: dict[str, CriticismResult]) -> str:
-    """Table 7 layout: a row per set; per prior, Latent PPL [95% CI] (n) and, for a corruption, the Latent PPL of
-    the same documents uncorrupted; the LM's word PPL."""
-    first = next(iter(results.values()))
-    head = ("| set |" + "".join(f" Latent PPL ↓ ({p}) [95% CI] (n) | same documents uncorrupted ({p}) |"
-                                for p in results) + " word PPL ↓ |")
-    lines = [head, "|---|" + "---|---:|" * len(results) + "---:|"]
-    for name in (s.name for s in first.sets):
-        row = f"| {name} |"
-        for res in results.values():
-            s = res.set(name)
-            row += (f" {cell(s.latent_ppl, '.3f')} {interval(s.latent_ppl_ci, '.3f')} ({s.n}) |"
-                    f" {cell(s.statistics.get('originals_latent_ppl'), '.3f')} |")
-        lines.append(row + f" {cell(first.set(name).statistics.get('word_ppl'))} |")
-    return "\n".join(lines)
 
 
 @register_study("coreference", SCHEMA, "paper sec. 5: coreference chains of LM samples and corruptions, table 7")

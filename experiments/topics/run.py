@@ -43,12 +43,13 @@ from critic.config import Key
 from critic.document import Document, read_jsonl
 from critic.io import atomic_write_text
 from critic.registry import get_corpus
-from critic.results import CriticismResult, SetResult
+from critic.results import CriticismResult
 from critic.stages import Stage
 from critic.study import Pipeline, critic_table, load_results, read_json, register_study, study_schema
 from critics.topics.ctm_critic import CorrelatedTopicCritic
 from experiments.lm_stages import LM_CHECK, LM_TABLE, SAMPLE_TABLE, LmStages, read_splits, word_ppl
-from experiments.tables import cell, interval
+
+from .tables import outlier_tables, table9
 
 __all__ = ["main", "SCHEMA", "table9", "SETS"]
 
@@ -112,35 +113,6 @@ def _fit(run: Pipeline, stage: Stage, train: list[Document], valid: list[Documen
             "ELBO/token " + ("—" if elbo is None else f"{elbo:.3f}"))
 
 
-def _snippet(text: str, n: int = 240) -> str:
-    text = " ".join(text.split())
-    return (text[:n] + " …" if len(text) > n else text).replace("|", "\\|")
-
-
-def _outlier_tables(critic, result, sets: dict[str, list[Document]], top: int) -> tuple[list[str], dict]:
-    """Table 14: per set, the ``top`` documents with the highest ``T(x)`` with their three heaviest topics."""
-    from critics.topics.ctm_plots import outlier_topics
-
-    blocks, rows_by_set = [], {}
-    for name, docs in sets.items():
-        ranked = sorted(result.set(name).documents, key=lambda d: -d.latent_nll)[:top]
-        rows = outlier_topics(critic, docs, [d.id for d in ranked], n_topics=3, n_words=6)
-        by_id = {d.id: d for d in docs}
-        p = {d.id: d.outlier_p_value for d in ranked}
-        for r in rows:
-            r["outlier_p_value"] = p[r["id"]]
-            r["text"] = _snippet(by_id[r["id"]].text)
-        rows_by_set[name] = rows
-        lines = [f"### Table 14 (`{name}`): the {len(rows)} documents with the highest T(x)", "",
-                 "| document | T(x) | p | top topics (weight: words) | text |", "|---|---:|---:|---|---|"]
-        for r in rows:
-            topics = "<br>".join(f"{t['topic']} ({t['weight']:.2f}): {' '.join(t['words'])}" for t in r["topics"])
-            lines.append(f"| `{r['id']}` | {r['latent_nll']:.2f} | {r['outlier_p_value']:.4f} | {topics} | "
-                         f"{r['text']} |")
-        blocks += lines + [""]
-    return blocks, rows_by_set
-
-
 def _report(run: Pipeline, stage: Stage, critic_stage: Stage, sets: dict[str, list[Document]], extra: dict, *,
             mean_only: bool) -> None:
     from critic.critic import Critic
@@ -174,7 +146,7 @@ def _report(run: Pipeline, stage: Stage, critic_stage: Stage, sets: dict[str, li
                 sections += ["## Sets without a fig. 6 panel", "", *[f"- `{k}`: {v}" for k, v in missing.items()], ""]
                 tables["no_covariance"] = missing
             words = top_words(critic, settings["n_words"])
-            blocks, tables["outliers"] = _outlier_tables(critic, result, sets, settings["top"])
+            blocks, tables["outliers"] = outlier_tables(critic, result, sets, settings["top"])
             order = clustered_order(arrays["data"])
             tables.update(top_words=words, order=order.tolist())
             sections += ["## Table 14: outliers by T(x)", "", *blocks,
@@ -202,34 +174,6 @@ def _report(run: Pipeline, stage: Stage, critic_stage: Stage, sets: dict[str, li
 
         run.write_report(stage.path, result, sections=["\n".join(sections)], figures=figures,
                          record={"scoring": "mean_only" if mean_only else "exact", "seconds": seconds, **extra})
-
-
-def _nll(s: SetResult) -> str:
-    return f"{cell(s.latent_nll)} {interval(s.latent_nll_ci)}"
-
-
-def table9(results: dict[str, CriticismResult]) -> str:
-    """Table 9 layout: a row per set; per scoring, Latent NLL [95% CI], the difference to the data [95% CI]
-    and its permutation p-value; the documents scored and skipped."""
-    first = next(iter(results.values()))
-    head = "| set |" + "".join(f" Latent NLL ↓ ({k}) [95% CI] | − data ({k}) [95% CI], p |" for k in results) \
-        + " n scored | not projected |"
-    lines = [head, "|---|" + "---|---|" * len(results) + "---:|---:|"]
-    for name in (s.name for s in first.sets):
-        row = f"| {name} |"
-        for res in results.values():
-            s = res.set(name)
-            c = s.comparison
-            if c is None:
-                diff = "—"
-            else:
-                lo, hi = c.difference_ci
-                diff = f"{cell(c.difference, '+.2f')} [{cell(lo, '+.2f')}, {cell(hi, '+.2f')}], " \
-                       f"p = {cell(c.p_value, '.4f')}"
-            row += f" {_nll(s)} | {diff} |"
-        s = first.set(name)
-        lines.append(row + f" {s.n} | {s.n_skipped} |")
-    return "\n".join(lines)
 
 
 @register_study("topics", SCHEMA, "paper sec. 6: topic correlations of LM samples under a CTM, table 9, fig. 6")
