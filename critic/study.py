@@ -144,6 +144,7 @@ class Pipeline:
         self.prefix = name
         self.stages: list[Stage] = []
         self.redone: set[str] = set()  # keys of the stages computed in this run
+        self.shared: set[str] = set()  # keys of the stages declared in a folder runs share
         if "threads" in self.config:
             import torch
 
@@ -165,16 +166,23 @@ class Pipeline:
         return part
 
     def stage(self, name: str, config: Mapping[str, Any], *, upstream: Sequence[Stage] = (),
-              outputs: Sequence[str] | None = None) -> Stage:
-        """Declare stage ``name`` (in the run directory, or the part's), keyed by ``config`` and ``upstream``;
-        ``outputs`` as :class:`~critic.stages.Stage` takes them."""
-        stage = Stage(self.root, name, config, upstream=upstream, outputs=outputs)
+              outputs: Sequence[str] | None = None, root: str | Path | None = None) -> Stage:
+        """Declare stage ``name`` (in the run directory, the part's, or ``root``: a folder runs share), keyed by
+        ``config`` and ``upstream``; ``outputs`` as :class:`~critic.stages.Stage` takes them.
+
+        A stage in a shared ``root`` is reused whenever it finished under its key, even when an upstream stage
+        was computed in this run: another run computed that upstream stage's twin under the same key (its
+        config), and what it made from it stands."""
+        stage = Stage(self.root if root is None else root, name, config, upstream=upstream, outputs=outputs)
+        if root is not None:
+            self.shared.add(stage.key)
         self.stages.append(stage)
         return stage
 
     def needs(self, stage: Stage) -> bool:
         """Whether ``stage`` must be computed in this run (logged either way)."""
-        why = "upstream recomputed" if set(stage.upstream.values()) & self.redone else stage.missing()
+        redone_upstream = stage.key not in self.shared and set(stage.upstream.values()) & self.redone
+        why = "upstream recomputed" if redone_upstream else stage.missing()
         if why is None:
             self.log(f"{stage.name}: up to date ({stage.path})")
             return False

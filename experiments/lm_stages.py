@@ -16,7 +16,7 @@ from critic.config import Divides, Key
 from critic.document import Document, read_jsonl
 from critic.io import atomic_write_text
 from critic.lm.format import DocumentFormat
-from critic.stages import Stage
+from critic.stages import Stage, config_key
 from critic.study import Pipeline
 
 __all__ = ["SPLITS", "LM_TABLE", "LM_CHECK", "SAMPLE_TABLE", "LmStages", "read_splits", "word_ppl"]
@@ -38,6 +38,9 @@ LM_TABLE = {
     "end_of_document": Key(str, DocumentFormat(with_titles=False).end_of_document,
                            help="the token that ends a document: by default a new special token; a pretrained "
                                 "model's own separator is already trained (SmolLM2, GPT-2: <|endoftext|>)"),
+    "shared_dir": Key(str, help="a folder studies share: the tokenizer and the LMs are trained there, each in a "
+                                "folder named by its key, so a study with the same corpus, [lm] and seed reuses "
+                                "them (absent: in the run directory)"),
 }
 
 LM_CHECK = Divides("lm", "heads", "dim")
@@ -82,15 +85,26 @@ class LmStages:
             _format(lm, with_titles=True)
         except ValueError as exc:
             raise ValueError(f"[lm] end_of_document: {exc}") from None
-        self.tokenizer = (run.stage("tokenizer", {k: lm[k] for k in ("vocab_size", "end_of_document")},
-                                    upstream=[data])
+        self.tokenizer = (self._model_stage("tokenizer", {k: lm[k] for k in ("vocab_size", "end_of_document")},
+                                            [data])
                           if lm["model"] == "tiny" else None)
         upstream = [data] + ([self.tokenizer] if self.tokenizer else [])
-        self.lms = {n: run.stage(n, {**lm, "with_titles": w, "seed": run.seed}, upstream=upstream)
+        trained = {k: v for k, v in lm.items() if k != "shared_dir"}
+        self.lms = {n: self._model_stage(n, {**trained, "with_titles": w, "seed": run.seed}, upstream)
                     for n, w in self.formats.items()}
         self.samples = {n: run.stage(f"samples{n[2:]}", {**run.config["sample"], "seed": run.seed}, upstream=[s])
                         for n, s in self.lms.items()}
         self.ppls = {n: run.stage(f"ppl{n[2:]}", {}, upstream=[s, data]) for n, s in self.lms.items()}
+
+    def _model_stage(self, name: str, config: dict, upstream: list[Stage]) -> Stage:
+        """Stage ``name`` in the run directory, or, with ``[lm] shared_dir``, in that folder as
+        ``<name>-<first 16 hex digits of its key>``: the same corpus split (the data stage's key), settings and
+        seed give the same folder, whichever study asks."""
+        shared = self.run.config["lm"].get("shared_dir")
+        if shared is None:
+            return self.run.stage(name, config, upstream=upstream)
+        digest = config_key({"config": config, "upstream": {u.name: u.key for u in upstream}})[:16]
+        return self.run.stage(f"{name}-{digest}", config, upstream=upstream, root=Path(shared))
 
     def compute(self) -> None:
         """Compute the stages that are not up to date (each resumes where a killed run left it)."""
