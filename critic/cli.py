@@ -1,12 +1,14 @@
 """The ``critic`` command line.
 
-``critic list``, ``critic fit``, ``critic score`` (streamed, resumable, ``--shard``) and ``critic merge``,
-``critic compare``,
-``critic report`` (several critics, one HTML report), ``critic outliers``, ``critic run CONFIG.toml``,
-``critic data build CORPUS``,
-``critic data convert FORMAT``, plus commands that plugins add
-(``add_commands(subparsers)`` in a module of the ``critic.plugins`` entry-point
-group).
+Every command is registered in :mod:`critic.registry` (:func:`~critic.registry.register_command`) and built from
+it: the core's commands here (``list``, ``fit``, ``score``, ``merge``, ``compare``, ``report``, ``outliers``,
+``run``, ``data build|convert``, ``metric``, ``setup``; ``lm`` by reference to :mod:`critic.lm.cli`), those of
+plugins where they register.  ``critic metric NAME``, ``critic setup NAME`` and ``critic data convert NAME`` have a
+sub-command per registered metric, tool and format, whose options are a function's keyword parameters
+(:func:`critic.cli_args.signature_options`); ``critic fit NAME`` one per critic, its settings in ``--help``.
+
+Only the parser of the command asked for is filled, and the plugins are imported only when a command needs them,
+so ``critic --help`` imports neither torch nor numpy (a plugin's own commands are listed by ``critic list``).
 
 Bad input is never a traceback: an unreadable file, a malformed document, a
 config that does not fit its runner's schema, a damaged saved critic or an
@@ -21,26 +23,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import json
 import random
 import re
 import sys
 from pathlib import Path
-from typing import Sequence
-
-import numpy as np
-import torch
+from typing import Callable, Sequence
 
 from . import progress, registry
-from .cli_args import (common_options, named_file, named_number, outlier_options, positive_int, probability,
-                       resampling_options)
+from .cli_args import (called_options, common_options, named_file, named_number, outlier_options, positive_int,
+                       probability, resampling_options, signature_options)
 from .config import (ConfigError, check_config, check_params, describe_settings, line_of, read_toml, seeded_params,
                      suggest)
-from .critic import Critic, resolve_device
-from .criticism import criticize
 from .io import check_replaceable
-from .report import outliers_table, write_report
-from .streaming import CHUNK_DOCUMENTS
 
 __all__ = ["main", "build_parser", "seed_everything", "EXIT_ERROR", "EXIT_INTERRUPTED"]
 
@@ -54,6 +50,9 @@ ValueErrors; a missing file is an OSError; an absent device a RuntimeError)."""
 
 def seed_everything(seed: int) -> None:
     """Seed Python, NumPy and torch (all devices)."""
+    import numpy as np
+    import torch
+
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
@@ -96,12 +95,16 @@ def cmd_list(args) -> int:
         doc = (cls.__doc__ or "").strip().splitlines()
         print(f"  {name:<18} {doc[0] if doc else ''}")
         print(f"  {'':<18}   needs: {cls.needs}")
-    print("Metrics:")
-    for name, entry in registry.list_metrics().items():
-        print(f"  {name:<18} {entry.description}")
-    print("Corpora (critic data build):")
-    for name, entry in registry.list_corpora().items():
-        print(f"  {name:<18} {entry.description}")
+    for title, entries in (("Metrics (critic metric NAME --help for options)", registry.list_metrics()),
+                           ("Corpora (critic data build)", registry.list_corpora()),
+                           ("Formats (critic data convert NAME)", registry.list_converters()),
+                           ("Tools (critic setup NAME)", registry.list_setups())):
+        print(f"{title}:")
+        for name, entry in entries.items():
+            print(f"  {name:<18} {entry.description}")
+    print("Commands (critic COMMAND --help):")
+    for name, entry in registry.list_commands().items():
+        print(f"  {name:<18} {entry.help}")
     for name, err in registry.plugin_errors().items():
         print(f"critic: plugin {name!r} could not be loaded: {err}", file=sys.stderr)
     return 0
@@ -136,6 +139,7 @@ def cmd_fit(args) -> int:
 
 
 def cmd_score(args) -> int:
+    from .critic import Critic
     from .inputs import ReadReport, iter_documents, options_from_args
     from .streaming import parse_shard, score_stream, scored_chunks
 
@@ -210,6 +214,10 @@ def _candidates(named: Sequence[tuple[str, Path]], reference_name: str) -> dict[
 
 
 def cmd_compare(args) -> int:
+    from .critic import Critic
+    from .criticism import criticize
+    from .report import write_report
+
     named = _candidates(args.candidate, "reference")
     critic = Critic.load(args.critic_dir, device=args.device)
     reference, _ = _read(args, args.reference, "reference", detect=True)
@@ -225,6 +233,10 @@ def cmd_compare(args) -> int:
 
 
 def cmd_outliers(args) -> int:
+    from .critic import Critic
+    from .criticism import criticize
+    from .report import outliers_table
+
     critic = Critic.load(args.critic_dir, device=args.device)
     reference = _read(args, args.reference, "reference", detect=True)[0]
     result = criticize(critic, reference, {"input": _read(args, args.input)[0]},
@@ -250,6 +262,7 @@ def _critic_dirs(named: Sequence[str]) -> dict[str, Path]:
 
 
 def cmd_report(args) -> int:
+    from .critic import Critic
     from .panel import add_set_statistics, criticize_panel
     from .report import write_panel_report
 
@@ -350,23 +363,23 @@ def cmd_data_build(args) -> int:
     return 0
 
 
+def _called(args, what: str, *leading):
+    """Call the function of a ``critic metric|setup|data convert NAME`` sub-command with its options."""
+    if args.unreadable:
+        raise ValueError(f"{what} has no command-line form: no option can give its argument(s) "
+                         f"{', '.join(args.unreadable)}; use it from Python")
+    return args.call(*leading, **called_options(args))
+
+
 def cmd_data_convert(args) -> int:
     from collections import Counter
 
     from .corpora.ids import unique_ids
     from .document import DocumentError, write_jsonl
 
-    if args.format == "cohan":
-        from .corpora.cohan import iter_cohan
-
-        docs = list(iter_cohan(args.input))
-        report: dict = {"kept": len(docs)}
-    else:
-        from .corpora.wikipedia import iter_wikipedia
-
-        counter: Counter = Counter()
-        docs = list(iter_wikipedia(args.input, counter))
-        report = dict(counter)
+    counts: Counter = Counter()
+    docs = list(_called(args, f"format {args.format!r}", args.input, counts))
+    report = dict(counts)
     if not docs:
         raise DocumentError(f"{args.input}: no documents to convert"
                             + (f" (skipped: {json.dumps(report)})" if report else ""))
@@ -380,26 +393,33 @@ def cmd_data_convert(args) -> int:
     return 0
 
 
-# ------------------------------------------------------------------ parser
-def _plugins_asked(argv: Sequence[str]) -> list[str]:
-    """The ``--plugin`` values given before the command (read ahead of the full parse)."""
-    early = argparse.ArgumentParser(add_help=False)
-    early.add_argument("--plugin", action="append", default=[])
-    return early.parse_known_args(list(argv))[0].plugin
+def cmd_metric(args) -> int:
+    value = _called(args, f"metric {args.metric!r}")
+    print(json.dumps({"metric": args.metric, **(value if isinstance(value, dict) else {"value": value})},
+                     indent=2, default=float))
+    return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="critic", description="Model criticism in latent space.")
-    parser.add_argument("--debug", action="store_true", help="show the traceback of any error (for bug reports)")
-    parser.add_argument("--plugin", action="append", default=[], metavar="FILE_OR_MODULE",
-                        help="import a module (or .py file) of your own critics first, e.g. critic --plugin "
-                             "my_critics.py fit my-critic ...; repeatable, also read from $CRITIC_PLUGINS")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+def cmd_setup(args) -> int:
+    print(_called(args, f"tool {args.tool!r}"))
+    return 0
 
-    p = sub.add_parser("list", help="list critics, metrics and corpora")
+
+# ------------------------------------------------------------------ parsers, one filler per command
+def _function_command(sub, name: str, fn: Callable, help: str, func: Callable, *, skip: int = 0):
+    """``critic ... NAME``: a sub-command whose options are ``fn``'s parameters after the first ``skip``."""
+    doc = inspect.getdoc(fn) or ""
+    p = sub.add_parser(name, help=help, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description=doc if doc.startswith(help) else "\n\n".join(t for t in (help, doc) if t))
+    p.set_defaults(func=func, call=fn, unreadable=signature_options(p, fn, skip=skip))
+    return p
+
+
+def _add_list(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("fit", help="fit a critic on real documents and save it (critic fit NAME --help)")
+
+def _add_fit(p: argparse.ArgumentParser) -> None:
     fit_sub = p.add_subparsers(dest="critic", required=True, metavar="CRITIC")
     for name, cls in registry.list_critics().items():
         doc = (cls.__doc__ or "").strip()
@@ -411,14 +431,17 @@ def build_parser() -> argparse.ArgumentParser:
         f.add_argument("--valid", type=Path, help="held-out real documents (settings chosen on them, where a "
                                                   "critic does)")
         f.add_argument("--out", required=True, type=Path, help="folder to save the fitted critic in")
-        f.add_argument("--params", help='critic settings as JSON, e.g. \'{"delta": 0.1}\'')
+        f.add_argument("--params", help='critic settings as JSON, e.g. \'{"delta": 0.1}\' (listed below)')
         common_options(f)
         _input_options(f)
         f.set_defaults(func=cmd_fit)
 
-    p = sub.add_parser("score", help="per-document T(x), M(x) as JSONL, streamed in chunks (resumable, shardable)")
-    p.add_argument("critic_dir", type=Path)
-    p.add_argument("--input", required=True, type=Path)
+
+def _add_score(p: argparse.ArgumentParser) -> None:
+    from .streaming import CHUNK_DOCUMENTS
+
+    p.add_argument("critic_dir", type=Path, help="a fitted critic's folder (critic fit --out)")
+    p.add_argument("--input", required=True, type=Path, help="documents to score")
     p.add_argument("--out", type=Path, help="JSONL file, written chunk by chunk; a rerun resumes (default: stdout)")
     p.add_argument("--shard", metavar="I/N", help="score only the I-th of N shards (cut on batch boundaries); "
                                                  "critic merge puts the parts together")
@@ -431,23 +454,27 @@ def build_parser() -> argparse.ArgumentParser:
     _input_options(p)
     p.set_defaults(func=cmd_score)
 
-    p = sub.add_parser("merge", help="put the shards of critic score --shard together (the serial run's bytes)")
+
+def _add_merge(p: argparse.ArgumentParser) -> None:
     p.add_argument("parts", nargs="+", type=Path, help="the shards' output files")
-    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--out", required=True, type=Path, help="JSONL file to write (the serial run's bytes)")
     p.set_defaults(func=cmd_merge)
 
-    p = sub.add_parser("compare", help="criticise candidate sets against a reference set")
-    p.add_argument("critic_dir", type=Path)
-    p.add_argument("--reference", required=True, type=Path)
-    p.add_argument("--candidate", action="append", type=named_file, default=[], metavar="NAME=FILE")
-    p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--top", type=positive_int, default=10)
+
+def _add_compare(p: argparse.ArgumentParser) -> None:
+    p.add_argument("critic_dir", type=Path, help="a fitted critic's folder (critic fit --out)")
+    p.add_argument("--reference", required=True, type=Path, help="real documents to compare with")
+    p.add_argument("--candidate", action="append", type=named_file, default=[], metavar="NAME=FILE",
+                   help="a set to criticise (generations), repeatable")
+    p.add_argument("--out", required=True, type=Path, help="report folder (results.json, report.md, figures)")
+    p.add_argument("--top", type=positive_int, default=10, help="outliers listed per set (default 10)")
     resampling_options(p)
     common_options(p)
     _input_options(p)
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("report", help="criticise generations with several critics: one report (HTML, JSON)")
+
+def _add_report(p: argparse.ArgumentParser) -> None:
     p.add_argument("--critic", action="append", required=True, metavar="[LABEL=]DIR",
                    help="a saved critic's folder, repeatable (label: the folder's name unless given)")
     p.add_argument("--reference", required=True, type=Path, help="real documents to compare with")
@@ -468,28 +495,31 @@ def build_parser() -> argparse.ArgumentParser:
     _input_options(p)
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("outliers", help="flag the documents least likely in latent space")
-    p.add_argument("critic_dir", type=Path)
-    p.add_argument("--reference", required=True, type=Path)
-    p.add_argument("--input", required=True, type=Path)
-    p.add_argument("--top", type=positive_int, default=10)
-    p.add_argument("--n-bootstrap", type=positive_int, default=200)
+
+def _add_outliers(p: argparse.ArgumentParser) -> None:
+    p.add_argument("critic_dir", type=Path, help="a fitted critic's folder (critic fit --out)")
+    p.add_argument("--reference", required=True, type=Path, help="real documents that outliers are measured against")
+    p.add_argument("--input", required=True, type=Path, help="documents to rank")
+    p.add_argument("--top", type=positive_int, default=10, help="documents listed (default 10)")
+    p.add_argument("--n-bootstrap", type=positive_int, default=200, help="bootstrap resamples of the CIs (default 200)")
     outlier_options(p)
     common_options(p)
     _input_options(p)
     p.set_defaults(func=cmd_outliers)
 
-    p = sub.add_parser("run", help="run an experiment from a TOML config (stages resume when unchanged)")
-    p.add_argument("config", type=Path)
+
+def _add_run(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", type=Path, help="the experiment's TOML config (runner = NAME or module:function)")
     p.add_argument("--out", type=Path, help="run directory (default runs/CONFIG-NAME)")
     common_options(p)
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("data", help="build or convert corpora")
-    data_sub = p.add_subparsers(dest="data_command", required=True)
+
+def _add_data(p: argparse.ArgumentParser) -> None:
+    data_sub = p.add_subparsers(dest="data_command", required=True, metavar="DATA_COMMAND")
     b = data_sub.add_parser("build", help="build a corpus into train/valid/test JSONL")
     b.add_argument("corpus", help="registered corpus name (see `critic list`): manpages, linux-doc, wiki-summaries")
-    b.add_argument("--out", required=True, type=Path)
+    b.add_argument("--out", required=True, type=Path, help="folder for train.jsonl, valid.jsonl and test.jsonl")
     b.add_argument("--root", default=None, help="source root (manpages: default /usr/share/man)")
     b.add_argument("--no-install", action="store_true", help="never apt-get install (or download) missing sources")
     b.add_argument("--option", action="append", default=[], type=_build_option, metavar="KEY=VALUE",
@@ -497,19 +527,87 @@ def build_parser() -> argparse.ArgumentParser:
                         "parses, else as a string (wiki-summaries: topic=People, film=true, language=es, wheel=PATH)")
     b.set_defaults(func=cmd_data_build)
     c = data_sub.add_parser("convert", help="convert a corpus format users bring into document JSONL")
-    c.add_argument("format", choices=["cohan", "wikipedia"],
-                   help="cohan: arXiv/PubMed JSON lines of Cohan et al. (2018); wikipedia: pages-articles XML[.bz2]")
-    c.add_argument("input", type=Path)
-    c.add_argument("--out", required=True, type=Path)
-    c.set_defaults(func=cmd_data_convert)
+    formats = c.add_subparsers(dest="format", required=True, metavar="FORMAT")
+    for name, entry in registry.list_converters().items():
+        f = _function_command(formats, name, entry.convert, entry.description, cmd_data_convert, skip=2)
+        f.add_argument("input", type=Path, help=f"the file to convert ({entry.description})")
+        f.add_argument("--out", required=True, type=Path, help="document JSONL to write")
 
-    from .lm.cli import add_commands as add_lm_commands  # critic lm finetune|sample|ppl
 
-    add_lm_commands(sub)
-    for module in registry.load_plugins().values():
-        if hasattr(module, "add_commands"):
-            module.add_commands(sub)
+def _add_metric(p: argparse.ArgumentParser) -> None:
+    p.description = "Compute a metric; its result is printed as JSON.  critic metric NAME --help gives its options."
+    metrics = p.add_subparsers(dest="metric", required=True, metavar="METRIC")
+    for name, entry in registry.list_metrics().items():
+        _function_command(metrics, name, entry.command or entry.fn, entry.description, cmd_metric)
+
+
+def _add_setup(p: argparse.ArgumentParser) -> None:
+    p.description = "Build an optional tool (idempotent: a tool already built is kept); prints where it is."
+    tools = p.add_subparsers(dest="tool", required=True, metavar="TOOL")
+    for name, entry in registry.list_setups().items():
+        _function_command(tools, name, entry.fn, entry.description, cmd_setup)
+
+
+_COMMANDS: tuple[tuple[str, Callable | str, str], ...] = (
+    ("list", _add_list, "list critics, metrics, corpora, formats, tools and commands (plugins' included)"),
+    ("fit", _add_fit, "fit a critic on real documents and save it (critic fit NAME --help)"),
+    ("score", _add_score, "per-document T(x), M(x) as JSONL, streamed in chunks (resumable, shardable)"),
+    ("merge", _add_merge, "put the shards of critic score --shard together (the serial run's bytes)"),
+    ("compare", _add_compare, "criticise candidate sets against a reference set"),
+    ("report", _add_report, "criticise generations with several critics: one report (HTML, JSON)"),
+    ("outliers", _add_outliers, "flag the documents least likely in latent space"),
+    ("run", _add_run, "run an experiment from a TOML config (stages resume when unchanged)"),
+    ("data", _add_data, "build or convert corpora"),
+    ("lm", "critic.lm.cli:add_parser", "fine-tune a causal LM, sample documents, measure perplexity"),
+    ("metric", _add_metric, "compute a registered metric (critic metric NAME --help)"),
+    ("setup", _add_setup, "build an optional tool that a critic or metric needs (critic setup TOOL --help)"),
+)
+"""The core's commands: name, the function filling its parser (or ``module:function``), its line in --help."""
+
+
+def build_parser(commands: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``critic`` parser with every registered command, the parsers of ``commands`` filled (all when ``None``).
+
+    The plugins are imported only when a command needs them: one of ``commands`` that is not the core's (it may be
+    a plugin's), or filling a command that lists what they register (``critic fit``, ``critic metric``).
+    """
+    for name, add, help in _COMMANDS:
+        registry.register_command(name, add, help)
+    parser = _Parser(prog="critic", description="Model criticism in latent space.",
+                     epilog="Plugins add commands of their own: critic list shows every command.")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of any error (for bug reports)")
+    parser.add_argument("--plugin", action="append", default=[], metavar="FILE_OR_MODULE",
+                        help="import a module (or .py file) of your own critics first, e.g. critic --plugin "
+                             "my_critics.py fit my-critic ...; repeatable, also read from $CRITIC_PLUGINS")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    core = [name for name, _, _ in _COMMANDS]
+    everything = registry.list_commands(plugins=commands is None or not set(commands) <= set(core))
+    for name in core + [name for name in everything if name not in core]:
+        p = sub.add_parser(name, help=everything[name].help, description=everything[name].help)
+        if commands is None or name in commands:
+            everything[name].fill(p)
     return parser
+
+
+class _Ahead(argparse.ArgumentParser):
+    """The parser that reads ahead; a usage error is left to the full parser to report."""
+
+    def error(self, message: str):
+        raise ValueError(message)
+
+
+def _ahead(argv: Sequence[str]) -> tuple[list[str], str | None]:
+    """The ``--plugin`` values and the command, read ahead of the full parse (which needs the plugins' critics and
+    fills only the command's parser)."""
+    ahead = _Ahead(add_help=False)
+    ahead.add_argument("--debug", action="store_true")
+    ahead.add_argument("--plugin", action="append", default=[])
+    ahead.add_argument("command", nargs="?")
+    try:
+        known = ahead.parse_known_args(list(argv))[0]
+    except ValueError:
+        return [], None
+    return known.plugin, known.command
 
 
 def _message(exc: BaseException) -> str:
@@ -522,20 +620,26 @@ def _message(exc: BaseException) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0, 2 for bad input or usage, 130 on Ctrl-C)."""
-    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
     try:
-        for spec in _plugins_asked(sys.argv[1:] if argv is None else argv):
+        plugins, command = _ahead(argv)
+        for spec in plugins:
             registry.add_plugin(spec)  # before the parser: a plugin's critics become `critic fit NAME` choices
-        parser = build_parser()
+        parser = build_parser([command] if command else [])
         try:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # usage errors (status 2) and --help (0)
             return exc.code if isinstance(exc.code, int) else EXIT_ERROR
         if hasattr(args, "device"):
+            from .critic import resolve_device
+
             resolve_device(args.device)
         if hasattr(args, "seed"):
             seed_everything(args.seed)
         if hasattr(args, "threads"):
+            import torch
+
             torch.set_num_threads(args.threads)
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
@@ -551,4 +655,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    from critic.cli import main as _main  # critic.cli's functions are the registered commands, not __main__'s
+
+    sys.exit(_main())

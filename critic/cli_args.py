@@ -1,13 +1,24 @@
 """Options and argument types that every command line of the package shares (``critic``, ``critic lm``, the
-metrics' commands): argparse types that name what they expected, and the option groups of computing commands."""
+commands of plugins): argparse types that name what they expected, the option groups of computing commands, and
+:func:`signature_options`, which turns a function's keyword parameters into options (``critic metric NAME``,
+``critic setup NAME``, ``critic data convert NAME``)."""
 
 from __future__ import annotations
 
 import argparse
+import inspect
+import math
+import os
+import types
+import typing
+from collections.abc import Sequence as AbcSequence
 from pathlib import Path
+from typing import Any, Callable
+
+from .config import Range
 
 __all__ = ["positive_int", "probability", "named_number", "named_file", "common_options", "resampling_options",
-           "outlier_options"]
+           "outlier_options", "signature_options", "called_options"]
 
 
 def positive_int(text: str) -> int:
@@ -80,3 +91,173 @@ def outlier_options(p: argparse.ArgumentParser) -> None:
                    help="what a document's outlier p-value compares it with: reference documents of similar "
                         "length (default; a document is not flagged for being short or long) or the whole "
                         "reference set (plain, kept beside it in documents.jsonl)")
+
+
+# ------------------------------------------------------------------ options from a function's signature
+_DEST = "option:"
+"""Prefix of the attributes that :func:`signature_options` fills (kept apart from the command's own)."""
+
+
+class _OutOfRange(ValueError):
+    """A value of the right type outside its ``Range``: the message says which bound."""
+
+
+class _Converter:
+    """Text -> value for one annotation, with what it expects in words (``an integer >= 1``, and the plural for a
+    list of them)."""
+
+    def __init__(self, parse: Callable[[str], Any], expects: str, plural: str = ""):
+        self.parse, self.expects, self.plural = parse, expects, plural or expects
+
+    def __call__(self, text: str) -> Any:
+        try:
+            return self.parse(text)
+        except _OutOfRange as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"expected {self.expects}, got {text!r}") from None
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(text)
+    return value
+
+
+def _bounded(parse: Callable[[str], Any], bounds: tuple) -> Callable[[str], Any]:
+    def bounded(text: str) -> Any:
+        value = parse(text)
+        for bound in bounds:
+            why = bound.violation(value)
+            if why:
+                raise _OutOfRange(why)
+        return value
+
+    return bounded
+
+
+def _literal(choices: tuple) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        for choice in choices:
+            if text == str(choice):
+                return choice
+        raise ValueError(text)
+
+    return parse
+
+
+def _first_of(parsers: list[Callable[[str], Any]]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        for one in parsers:
+            try:
+                return one(text)
+            except _OutOfRange:
+                raise
+            except (TypeError, ValueError):
+                continue
+        raise ValueError(text)
+
+    return parse
+
+
+def _comma_separated(item: Callable[[str], Any]) -> Callable[[str], list]:
+    return lambda text: [item(piece.strip()) for piece in text.split(",") if piece.strip()]
+
+
+_SIMPLE = {int: (int, "an integer", "integers"), float: (_finite, "a number", "numbers"),
+           str: (str, "a string", "strings"), Path: (Path, "a path", "paths"), os.PathLike: (Path, "a path", "paths")}
+
+
+def _converter(annotation: Any, bounds: tuple = ()) -> _Converter | None:
+    """The converter of an annotation (numbers, strings, paths, ``Literal`` choices, unions and comma-separated
+    lists of them), numbers checked against the ``Range`` bounds of ``Annotated``; ``None`` when text cannot give
+    a value of the annotation."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _converter(args[0], bounds + tuple(m for m in args[1:] if isinstance(m, Range)))
+    if origin in (typing.Union, types.UnionType):
+        members = [_converter(a, bounds) for a in args if a is not type(None)]
+        if not members or None in members:
+            return None
+        return _Converter(_first_of([m.parse for m in members]), " or ".join(m.expects for m in members),
+                          " or ".join(m.plural for m in members))
+    if origin is typing.Literal:
+        return _Converter(_literal(args), " or ".join(repr(a) for a in args))
+    if origin in (list, tuple, AbcSequence):
+        inner = [a for a in args if a is not Ellipsis]
+        item = _converter(inner[0], bounds) if len(inner) == 1 else None
+        return None if item is None else _Converter(_comma_separated(item.parse), f"comma-separated {item.plural}")
+    if annotation not in _SIMPLE:
+        return None
+    parse, singular, plural = _SIMPLE[annotation]
+    if annotation in (int, float) and bounds:
+        limits = " " + " and ".join(str(b) for b in bounds)
+        return _Converter(_bounded(parse, bounds), singular + limits, plural + limits)
+    return _Converter(parse, singular, plural)
+
+
+def _help_of(annotation: Any) -> str:
+    """The help text of a parameter: the strings in its ``Annotated`` metadata."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return " ".join(m for m in typing.get_args(annotation)[1:] if isinstance(m, str))
+    return ""
+
+
+def _annotation(param: inspect.Parameter, hints: dict) -> Any:
+    """A parameter's annotation; an unannotated one with a number or string default is of that type."""
+    if param.name in hints:
+        return hints[param.name]
+    if param.default is not param.empty and type(param.default) in (bool, int, float, str):
+        return type(param.default)
+    return str if param.default is param.empty else None
+
+
+def _is_bool(annotation: Any) -> bool:
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _is_bool(typing.get_args(annotation)[0])
+    return annotation is bool
+
+
+def signature_options(parser: argparse.ArgumentParser, fn: Callable, *, skip: int = 0) -> list[str]:
+    """Add an option per parameter of ``fn`` (after its first ``skip``): ``--name-with-dashes``, read by the
+    parameter's annotation (see :func:`_converter`; a ``bool`` is a flag), required when it has no default;
+    ``Range`` bounds in ``Annotated`` are checked and a string there is the option's help.
+
+    A parameter with a default that no text can give (a callable, an object) is left to its default.  Returns the
+    names of required parameters that no text can give: ``fn`` has no command-line form while there are any.
+    Read the values back with :func:`called_options`.
+    """
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception:  # annotations that do not resolve: names, defaults and strings only
+        hints = {}
+    params = [p for p in inspect.signature(fn).parameters.values()
+              if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)][skip:]
+    impossible = []
+    for param in params:
+        annotation = _annotation(param, hints)
+        flag, dest = "--" + param.name.replace("_", "-"), _DEST + param.name
+        required = param.default is param.empty
+        text = _help_of(annotation)
+        if _is_bool(annotation):
+            parser.add_argument(flag, dest=dest, default=False if required else param.default,
+                                action=argparse.BooleanOptionalAction if param.default is True else "store_true",
+                                help=(text or "a flag").replace("%", "%%"))
+            continue
+        convert = _converter(annotation) if annotation is not None else None
+        if convert is None:
+            if required:
+                impossible.append(param.name)
+            continue
+        about = convert.expects + ("; required" if required else "" if param.default is None
+                                   else f"; default {param.default}")
+        parser.add_argument(flag, dest=dest, type=convert, required=required, metavar=param.name.upper(),
+                            default=None if required else param.default,
+                            help=(f"{text} ({about})" if text else about).replace("%", "%%"))
+    return impossible
+
+
+def called_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments that the options of :func:`signature_options` were given (or their defaults)."""
+    return {name[len(_DEST):]: value for name, value in vars(args).items() if name.startswith(_DEST)}

@@ -1,16 +1,22 @@
-"""One registry: critics, metrics, corpora and experiment runners, open to other packages.
+"""One registry: critics, metrics, corpora, runners and the ``critic`` command line, open to other packages.
 
 - a critic registers itself with ``@register_critic("name")``;
-- a metric with ``register_metric(name, fn, description)``;
+- a metric with ``register_metric(name, fn, description, command=...)`` (``critic metric NAME``);
 - a corpus builder (``critic data build NAME``) with ``register_corpus(name, build, description)``;
-- an experiment runner (``critic run CONFIG.toml``) with ``@register_runner(name, schema)``.
+- a format users bring (``critic data convert NAME``) with ``register_converter(name, convert, description)``;
+- a tool to build (``critic setup NAME``) with ``register_setup(name, fn, description)``;
+- an experiment runner (``critic run CONFIG.toml``) with ``@register_runner(name, schema)``;
+- a command of its own (``critic NAME ...``) with ``register_command(name, add, help)``.
+
+``critic metric``, ``critic setup`` and ``critic data convert`` give each entry its own sub-command whose
+options are the keyword parameters of a function (:func:`critic.cli_args.signature_options`): the same
+mechanism for every kind, whoever registered it.
 
 A name is taken once: registering another object under a taken name is a
 ``ValueError`` (re-registering the same object, as on a module reload, is
 not).  Packages (this project's ``critics`` sub-packages included) announce
 themselves through the entry-point group ``critic.plugins``: each entry names
-a module that, when imported, registers what it provides, and may define
-``add_commands(subparsers)`` to add sub-commands to the ``critic`` CLI.  A
+a module that, when imported, registers what it provides.  A
 plugin that fails to import is recorded with its error, and every lookup that
 misses a name says which plugins failed and why.  A user's own module (a dotted
 name, or a ``.py`` file) is a plugin too when listed in ``$CRITIC_PLUGINS``
@@ -35,6 +41,9 @@ __all__ = [
     "register_metric",
     "register_corpus",
     "register_runner",
+    "register_converter",
+    "register_setup",
+    "register_command",
     "get_critic",
     "get_metric",
     "get_corpus",
@@ -42,33 +51,48 @@ __all__ = [
     "list_critics",
     "list_metrics",
     "list_corpora",
+    "list_converters",
+    "list_setups",
+    "list_commands",
     "load_plugins",
     "add_plugin",
     "plugin_errors",
     "MetricEntry",
     "CorpusEntry",
     "RunnerEntry",
+    "ConverterEntry",
+    "SetupEntry",
+    "CommandEntry",
 ]
 
 PLUGIN_GROUP = "critic.plugins"
 PLUGINS_ENV = "CRITIC_PLUGINS"
 """Environment variable: a user's plugin modules or ``.py`` files, ``os.pathsep``-separated."""
-BUILTIN_MODULES = ("critic.corpora", "critic.report_runner")
-"""Core modules that register built-in entries (the man-page corpus, the ``report`` runner)."""
+BUILTIN_MODULES = ("critic.corpora", "critic.report_runner", "critic.inputs")
+"""Core modules that register built-in entries (the man-page corpus, the ``report`` runner, the formats of
+``critic data convert``).  The core's commands are registered by :mod:`critic.cli` itself."""
 
 _CRITICS: dict[str, type] = {}
 _METRICS: dict[str, "MetricEntry"] = {}
 _CORPORA: dict[str, "CorpusEntry"] = {}
 _RUNNERS: dict[str, "RunnerEntry"] = {}
+_CONVERTERS: dict[str, "ConverterEntry"] = {}
+_SETUPS: dict[str, "SetupEntry"] = {}
+_COMMANDS: dict[str, "CommandEntry"] = {}
 _PLUGINS: dict[str, ModuleType] = {}
 _PLUGIN_ERRORS: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
 class MetricEntry:
+    """A metric: ``fn`` is the function itself; ``command`` its command-line form (``critic metric NAME``), a
+    function whose keyword parameters are the options and whose return value is printed as JSON.  Without one,
+    ``fn``'s own parameters are the options (a metric of numbers, strings, paths or lists of them)."""
+
     name: str
     fn: Callable
     description: str
+    command: Callable | None = None
 
 
 @dataclass(frozen=True)
@@ -94,10 +118,56 @@ class RunnerEntry:
     description: str
 
 
+@dataclass(frozen=True)
+class ConverterEntry:
+    """A format users bring, for ``critic data convert NAME INPUT --out FILE``: ``convert(path, report, **options)``
+    yields the documents of the file at ``path`` and counts in ``report`` (a ``Counter``) those it kept
+    (``kept``) and those it left out, by reason; its keyword parameters after those two are options."""
+
+    name: str
+    convert: Callable
+    description: str
+
+
+@dataclass(frozen=True)
+class SetupEntry:
+    """A tool that ``critic setup NAME`` builds: ``fn(**options)`` builds it (idempotently) and returns where it
+    is; its keyword parameters are the command's options."""
+
+    name: str
+    fn: Callable
+    description: str
+
+
+@dataclass(frozen=True)
+class CommandEntry:
+    """A command of ``critic``: ``add(parser)`` fills the command's parser (options, sub-commands, and
+    ``func(args) -> int`` as a default).  ``add`` may be ``"package.module:function"``, imported only when the
+    command is used, so that ``critic --help`` imports nothing behind it."""
+
+    name: str
+    add: Callable | str
+    help: str
+
+    def fill(self, parser) -> None:
+        """Fill ``parser`` (the command's sub-parser) by ``add``."""
+        add = self.add
+        if isinstance(add, str):
+            module, _, function = add.partition(":")
+            try:
+                add = getattr(importlib.import_module(module), function)
+            except (ImportError, AttributeError) as exc:
+                raise ValueError(f"command {self.name!r}: cannot load {self.add!r} ({type(exc).__name__}: {exc})"
+                                 ) from None
+        add(parser)
+
+
 def _same(a: Any, b: Any) -> bool:
     """The same object, or the same definition imported again (module reload)."""
     if a is b:
         return True
+    if isinstance(a, str) or isinstance(b, str):  # a "module:function" reference
+        return a == b
     key = lambda o: (getattr(o, "__module__", None), getattr(o, "__qualname__", None))  # noqa: E731
     return key(a) == key(b) and key(a) != (None, None)
 
@@ -114,7 +184,7 @@ def _claim(table: dict, kind: str, name: str, obj: Any, ident: Any) -> None:
 
 def _ident(entry: Any) -> Any:
     """The object that defines an entry (the class, function or builder)."""
-    for attr in ("fn", "build"):
+    for attr in ("fn", "build", "convert", "add"):
         if hasattr(entry, attr) and not isinstance(entry, type):
             return getattr(entry, attr)
     return entry
@@ -131,25 +201,46 @@ def register_critic(name: str):
     return decorator
 
 
-def register_metric(name: str, fn: Callable, description: str = "") -> Callable:
-    """Register a metric (a plain function) under ``name``; returns ``fn``."""
-    entry = MetricEntry(name, fn, description or (fn.__doc__ or "").strip().split("\n")[0])
-    _claim(_METRICS, "metric", name, entry, fn)
+def _first_line(description: str, obj: Any) -> str:
+    return description or (getattr(obj, "__doc__", None) or "").strip().split("\n")[0]
+
+
+def register_metric(name: str, fn: Callable, description: str = "", *, command: Callable | None = None) -> Callable:
+    """Register a metric (a plain function) under ``name``, with its command-line form ``command`` (see
+    :class:`MetricEntry`); returns ``fn``."""
+    _claim(_METRICS, "metric", name, MetricEntry(name, fn, _first_line(description, fn), command), fn)
     return fn
 
 
 def register_corpus(name: str, build: Callable, description: str = "") -> Callable:
     """Register a corpus builder for ``critic data build NAME``; returns ``build``."""
-    entry = CorpusEntry(name, build, description or (build.__doc__ or "").strip().split("\n")[0])
-    _claim(_CORPORA, "corpus", name, entry, build)
+    _claim(_CORPORA, "corpus", name, CorpusEntry(name, build, _first_line(description, build)), build)
     return build
+
+
+def register_converter(name: str, convert: Callable, description: str = "") -> Callable:
+    """Register a format for ``critic data convert NAME`` (see :class:`ConverterEntry`); returns ``convert``."""
+    _claim(_CONVERTERS, "format", name, ConverterEntry(name, convert, _first_line(description, convert)), convert)
+    return convert
+
+
+def register_setup(name: str, fn: Callable, description: str = "") -> Callable:
+    """Register a tool for ``critic setup NAME`` (see :class:`SetupEntry`); returns ``fn``."""
+    _claim(_SETUPS, "tool", name, SetupEntry(name, fn, _first_line(description, fn)), fn)
+    return fn
+
+
+def register_command(name: str, add: Callable | str, help: str) -> None:
+    """Register ``critic NAME``: ``add(parser)`` (or ``"package.module:function"``) fills its parser, ``help`` is
+    its line in ``critic --help`` (see :class:`CommandEntry`)."""
+    _claim(_COMMANDS, "command", name, CommandEntry(name, add, help), add)
 
 
 def register_runner(name: str, schema: Any, description: str = ""):
     """Function decorator: an experiment runner for ``critic run`` with its config :class:`Schema`."""
 
     def decorator(fn):
-        entry = RunnerEntry(name, fn, schema, description or (fn.__doc__ or "").strip().split("\n")[0])
+        entry = RunnerEntry(name, fn, schema, _first_line(description, fn))
         _claim(_RUNNERS, "runner", name, entry, fn)
         return fn
 
@@ -281,3 +372,21 @@ def list_metrics() -> dict[str, MetricEntry]:
 def list_corpora() -> dict[str, CorpusEntry]:
     load_plugins()
     return dict(sorted(_CORPORA.items()))
+
+
+def list_converters() -> dict[str, ConverterEntry]:
+    load_plugins()
+    return dict(sorted(_CONVERTERS.items()))
+
+
+def list_setups() -> dict[str, SetupEntry]:
+    load_plugins()
+    return dict(sorted(_SETUPS.items()))
+
+
+def list_commands(*, plugins: bool = True) -> dict[str, CommandEntry]:
+    """Every command, in the order registered.  ``plugins=False``: only those registered so far, without importing
+    a plugin (``critic --help`` stays fast: the plugins' own commands are in ``critic list``)."""
+    if plugins:
+        load_plugins()
+    return dict(_COMMANDS)

@@ -35,6 +35,8 @@ LM_TABLE = {
     "epochs": Key(int, 20, min=1, help="passes over the training windows (app. E: 20)"),
     "max_tokens": Key(int, min=1, help="token budget: stop after this many training tokens"),
     "bf16": Key(bool, False, help="bf16 autocast in training"),
+    "aligned_windows": Key(bool, True, help="each training window starts at a document start, after the end token "
+                                            "(docs/lm.md); false: windows cut from one stream of all documents"),
     "end_of_document": Key(str, DocumentFormat(with_titles=False).end_of_document,
                            help="the token that ends a document: by default a new special token; a pretrained "
                                 "model's own separator is already trained (SmolLM2, GPT-2: <|endoftext|>)"),
@@ -152,7 +154,8 @@ class LmStages:
                 source = lm["model"]
             config = FinetuneConfig(batch_size=lm["batch_size"], learning_rate=lm["learning_rate"],
                                     epochs=lm["epochs"], max_tokens=lm.get("max_tokens"), context=lm["context"],
-                                    seed=run.seed, device=run.device, bf16=lm["bf16"])
+                                    seed=run.seed, device=run.device, bf16=lm["bf16"],
+                                    aligned=lm["aligned_windows"])
             result = finetune(source, None, splits["train"], splits["valid"], fmt, stage.path, config)
         run.log(f"{stage.name}: best validation loss {result.best_valid_loss:.4f} after {result.steps} steps, "
                 f"{result.tokens_seen} tokens")

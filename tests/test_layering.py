@@ -93,3 +93,11 @@ def test_the_walker_sees_lazy_imports_and_cycles():
     graph = _graph("critic")
     assert "critic.html" in graph["critic.panel"]  # imported inside PanelResult._repr_html_
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_command_line_finds_its_commands_through_the_registry():
+    """critic.cli imports no command module, not even lazily (``critic lm`` is registered as a reference,
+    ``critic.lm.cli:add_parser``), and no command module imports critic.cli back."""
+    graph = _graph("critic")
+    assert sorted(t for t in graph["critic.cli"] if t.startswith("critic.lm")) == []
+    assert sorted(name for name, targets in graph.items() if "critic.cli" in targets) == []

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..cli_args import common_options, positive_int
 
-__all__ = ["add_commands"]
+__all__ = ["add_parser"]
 
 _TINY_DEFAULTS = {"vocab": 4096, "layers": 4, "heads": 4, "dim": 256, "positions": 512}
 
@@ -63,7 +63,8 @@ def cmd_finetune(args) -> int:
     train, valid = read_with_args(args, args.train)[0], read_with_args(args, args.valid)[0]
     config = FinetuneConfig(batch_size=args.batch_size, learning_rate=args.lr, epochs=args.epochs,
                             max_tokens=args.max_tokens, context=args.context, eval_every=args.eval_every,
-                            seed=args.seed, device=args.device, bf16=args.bf16, schedule=args.schedule)
+                            seed=args.seed, device=args.device, bf16=args.bf16, schedule=args.schedule,
+                            aligned=not args.stream_windows)
     config.check()
     if args.model == "tiny":
         source, tokenizer = _tiny_pair(args, train, fmt), None
@@ -105,11 +106,11 @@ def cmd_ppl(args) -> int:
 
 
 # ------------------------------------------------------------------ parser
-def add_commands(subparsers) -> None:
-    """Add ``lm`` (with ``finetune``, ``sample``, ``ppl``) to the ``critic`` command line."""
+def add_parser(lm: argparse.ArgumentParser) -> None:
+    """Fill ``critic lm`` (``finetune``, ``sample``, ``ppl``): registered by :mod:`critic.cli` as
+    ``critic.lm.cli:add_parser``, imported only when ``critic lm`` is used."""
     from ..inputs import add_arguments
 
-    lm = subparsers.add_parser("lm", help="fine-tune a causal LM, sample documents, measure perplexity")
     sub = lm.add_subparsers(dest="lm_command", required=True, metavar="LM_COMMAND")
 
     p = sub.add_parser("finetune", help="fine-tune an LM on formatted documents; keeps the best-validation model")
@@ -126,9 +127,9 @@ def add_commands(subparsers) -> None:
                         "pretrained model's own document separator is already trained: <|endoftext|> for "
                         "SmolLM2 and GPT-2")
     p.add_argument("--out", required=True, type=Path, help="run folder (best/ is the model to sample from)")
-    p.add_argument("--batch-size", type=positive_int, default=8)
-    p.add_argument("--lr", type=_positive_float, default=5e-5)
-    p.add_argument("--epochs", type=positive_int, default=20)
+    p.add_argument("--batch-size", type=positive_int, default=8, help="windows per optimizer step (default 8)")
+    p.add_argument("--lr", type=_positive_float, default=5e-5, help="peak learning rate (default 5e-5)")
+    p.add_argument("--epochs", type=positive_int, default=20, help="passes over the training windows (default 20)")
     p.add_argument("--max-tokens", type=positive_int, default=None, help="stop after this many training tokens")
     p.add_argument("--context", type=positive_int, default=None, help="window in tokens (default: the model's)")
     p.add_argument("--eval-every", type=positive_int, default=None,
@@ -136,6 +137,9 @@ def add_commands(subparsers) -> None:
     p.add_argument("--schedule", choices=["linear", "constant"], default="linear",
                    help="learning rate: linear decay to 0 (default, as the authors' script) or constant")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast for the forward passes")
+    p.add_argument("--stream-windows", action="store_true",
+                   help="cut the training windows from one token stream of all documents (windows start "
+                        "mid-document) instead of starting each at a document start, after the end token")
     for k, v in _TINY_DEFAULTS.items():
         p.add_argument(f"--tiny-{k}", type=positive_int, default=None, help=f"tiny model: {k} (default {v})")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -147,11 +151,14 @@ def add_commands(subparsers) -> None:
     p.add_argument("--model", required=True, type=Path, help="model folder with format.json (finetune's best/)")
     p.add_argument("--n", required=True, type=positive_int, help="number of generations")
     p.add_argument("--out", required=True, type=Path, help="output folder (documents.jsonl, sample.json)")
-    p.add_argument("--batch-size", type=positive_int, default=32)
-    p.add_argument("--max-new-tokens", type=positive_int, default=1024)
-    p.add_argument("--temperature", type=_positive_float, default=None)
-    p.add_argument("--top-k", type=positive_int, default=None)
-    p.add_argument("--top-p", type=_positive_float, default=None)
+    p.add_argument("--batch-size", type=positive_int, default=32, help="generations per batch (default 32)")
+    p.add_argument("--max-new-tokens", type=positive_int, default=1024,
+                   help="stop a generation after this many tokens (default 1024)")
+    p.add_argument("--temperature", type=_positive_float, default=None,
+                   help="divide the logits by this (default: plain sampling, 1)")
+    p.add_argument("--top-k", type=positive_int, default=None, help="sample among the k likeliest tokens only")
+    p.add_argument("--top-p", type=_positive_float, default=None,
+                   help="sample within the smallest set of tokens of probability at least p (nucleus), in (0, 1]")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     common_options(p)
     p.set_defaults(func=cmd_sample)
@@ -159,7 +166,7 @@ def add_commands(subparsers) -> None:
     p = sub.add_parser("ppl", help="word-level perplexity of documents under a fine-tuned model folder")
     p.add_argument("--model", required=True, type=Path, help="model folder with format.json (finetune's best/)")
     p.add_argument("--docs", required=True, type=Path, help="documents (JSONL), e.g. the test split")
-    p.add_argument("--batch-size", type=positive_int, default=8)
+    p.add_argument("--batch-size", type=positive_int, default=8, help="documents per forward pass (default 8)")
     p.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda[:N]")

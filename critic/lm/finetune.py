@@ -1,9 +1,13 @@
 """Fine-tune a causal LM on formatted documents (app. E: Adam, batch 8, lr 5e-5, 20 epochs, truncated
 BPTT at the model's window, the checkpoint with the best validation loss kept).
 
-Training examples are the windows of :mod:`critic.lm.windows` (``W`` tokens each, one token shared
-with the next window, so each token is a target once).  One step: a batch of ``B`` windows drawn
-without replacement from the epoch's shuffle (a permutation seeded by ``(seed, epoch)``), loss
+Training examples are the windows of :mod:`critic.lm.windows` (at most ``W`` tokens each, one token
+shared with the next window, so each token is a target once): document-aligned by default (every window
+starts with the end token and a document's first token, as sampling starts, or continues a document
+longer than the window; :func:`~critic.lm.windows.aligned_windows`), cut from one stream with
+``aligned=False`` (:func:`~critic.lm.windows.cut_windows`); validation windows are cut the same way.
+One step: a batch of ``B`` windows drawn without replacement from the epoch's shuffle (a permutation
+seeded by ``(seed, epoch)``), loss
 
     L = sum_{targets t} -log p(s_t | window prefix) / number of targets in the batch,
 
@@ -42,7 +46,7 @@ from .folder import TOKENIZER_FILES, ModelFolderError, loading
 from .format import DocumentFormat
 from .model import load_lm, model_window, prepare_for_format, quiet_transformers, save_model_dir
 from .runs import claim_out_dir, derived_seed, read_json_object
-from .windows import IGNORE, autocast_for, batch_nll, cut_windows, token_stream, window_nll
+from .windows import IGNORE, aligned_windows, autocast_for, batch_nll, cut_windows, token_stream, window_nll
 
 __all__ = ["FinetuneConfig", "FinetuneResult", "finetune"]
 
@@ -65,11 +69,14 @@ class FinetuneConfig:
     bf16: bool = False               # bf16 autocast for the forward passes
     schedule: str = "linear"         # "linear" decay to 0 over the planned steps, or "constant"
     max_grad_norm: float | None = 1.0
+    aligned: bool = True             # document-aligned windows; False: windows cut from one token stream
 
     def check(self) -> None:
         for name in ("batch_size", "epochs"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}")
+        if not isinstance(self.aligned, bool):
+            raise ValueError(f"aligned must be true or false, got {self.aligned!r}")
         for name in ("max_tokens", "eval_every"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
@@ -97,6 +104,7 @@ class FinetuneResult:
     history: list[tuple[int, float, float]] = field(default_factory=list)
     best_step: int = 0
     context: int = 0
+    aligned: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -109,7 +117,8 @@ class FinetuneResult:
         return cls(best_dir=out_dir / BEST_DIR, best_valid_loss=float(obj["best_valid_loss"]),
                    steps=int(obj["steps"]), tokens_seen=int(obj["tokens_seen"]),
                    history=[(int(s), float(t), float(v)) for s, t, v in obj["history"]],
-                   best_step=int(obj["best_step"]), context=int(obj["context"]))
+                   best_step=int(obj["best_step"]), context=int(obj["context"]),
+                   aligned=bool(obj["aligned"]))
 
 
 def _sha256_text(text: str) -> str:
@@ -202,8 +211,15 @@ def finetune(model_source, tokenizer_source, train_docs: Sequence[Document], val
 
     end_id = tokenizer.convert_tokens_to_ids(fmt.end_of_document)
     pad_id = tokenizer.pad_token_id
-    train_x, train_y = cut_windows(token_stream(train_docs, tokenizer, fmt, end_id), context, pad_id)
-    valid_x, valid_y = cut_windows(token_stream(valid_docs, tokenizer, fmt, end_id), context, pad_id)
+
+    def windows(docs: list[Document]) -> tuple[torch.Tensor, torch.Tensor]:
+        stream = token_stream(docs, tokenizer, fmt, end_id)
+        if config.aligned:
+            return aligned_windows(stream, context, pad_id, end_id)
+        return cut_windows(stream, context, pad_id)
+
+    train_x, train_y = windows(train_docs)
+    valid_x, valid_y = windows(valid_docs)
     n_windows = train_x.shape[0]
     steps_per_epoch = math.ceil(n_windows / config.batch_size)
     targets_per_epoch = int((train_y[:, 1:] != IGNORE).sum())
@@ -219,10 +235,11 @@ def finetune(model_source, tokenizer_source, train_docs: Sequence[Document], val
         restore_optimizer(optimizer, trainer, out_dir / CHECKPOINT_DIR)
 
     def summary() -> dict[str, Any]:
-        return {"context": context, "best_valid_loss": state["best_valid_loss"], "best_step": state["best_step"],
-                "steps": state["step"], "tokens_seen": state["tokens_seen"], "epochs_done": state["epoch"],
-                "planned_steps": planned, "train_windows": n_windows, "valid_windows": int(valid_x.shape[0]),
-                "train_targets_per_epoch": targets_per_epoch, "settings": settings}
+        return {"context": context, "aligned": config.aligned, "best_valid_loss": state["best_valid_loss"],
+                "best_step": state["best_step"], "steps": state["step"], "tokens_seen": state["tokens_seen"],
+                "epochs_done": state["epoch"], "planned_steps": planned, "train_windows": n_windows,
+                "valid_windows": int(valid_x.shape[0]), "train_targets_per_epoch": targets_per_epoch,
+                "settings": settings}
 
     def diverged(at_start: bool) -> str:
         """What to do about a non-finite number (the fix part of the error)."""
@@ -324,6 +341,6 @@ def finetune(model_source, tokenizer_source, train_docs: Sequence[Document], val
     result = FinetuneResult(best_dir=out_dir / BEST_DIR, best_valid_loss=float(state["best_valid_loss"]),
                             steps=state["step"], tokens_seen=state["tokens_seen"],
                             history=[(int(s), float(t), float(v)) for s, t, v in state["history"]],
-                            best_step=state["best_step"], context=context)
+                            best_step=state["best_step"], context=context, aligned=config.aligned)
     atomic_write_text(out_dir / RESULT_FILE, json.dumps(result.to_dict(), indent=1, allow_nan=False) + "\n")
     return result

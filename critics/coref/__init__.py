@@ -8,15 +8,18 @@
 - :mod:`.critic`: the registered critic ``coref``; :mod:`.diagnostics`: tables 6, 15, 16, 17 and
   rendered documents; :mod:`.corrupt`: pronoun corruptions with known answers.
 
-Importing this package registers the critic; ``add_commands`` adds ``critic coref resolve``.
+Importing this package registers the critic, ``critic coref resolve`` and ``critic setup neuralcoref``.
 """
+
+from critic.registry import register_command
 
 from .chains import Chain, build_chain
 from .critic import CorefChainCritic
+from .neuralcoref import setup_neuralcoref  # (its module registers `critic setup neuralcoref`)
 from .resolution import Mention, Resolution, ResolutionError, from_clusters
 
 __all__ = ["CorefChainCritic", "Chain", "build_chain", "Mention", "Resolution", "ResolutionError", "from_clusters",
-           "add_commands"]
+           "setup_neuralcoref"]
 
 
 def _resolve_main(args) -> int:
@@ -34,19 +37,23 @@ def _resolve_main(args) -> int:
     return 0
 
 
-def add_commands(subparsers) -> None:
-    """``critic coref resolve DOCS.jsonl --out DIR``: neuralcoref resolutions into the documents, resumably."""
+def _add_parser(p) -> None:
+    """Fill ``critic coref``: ``critic coref resolve DOCS.jsonl --out DIR`` puts neuralcoref resolutions into the
+    documents, resumably."""
     import argparse
     from pathlib import Path
 
+    from critic.cli_args import positive_int
     from critic.inputs import add_arguments
 
-    p = subparsers.add_parser("coref", help="coreference tools (resolve documents with neuralcoref)")
-    sub = p.add_subparsers(dest="coref_command", required=True)
+    sub = p.add_subparsers(dest="coref_command", required=True, metavar="COREF_COMMAND")
     r = sub.add_parser("resolve", help="resolve documents with neuralcoref into DIR/documents.jsonl (resumable)",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     r.add_argument("documents", type=Path, help="documents (any format critic reads: see --format)")
     r.add_argument("--out", type=Path, required=True, help="folder: resolutions.jsonl (log) and documents.jsonl")
-    r.add_argument("--batch-size", type=int, default=16, help="documents per worker request")
+    r.add_argument("--batch-size", type=positive_int, default=16, help="documents per worker request")
     add_arguments(r)
     r.set_defaults(func=_resolve_main)
+
+
+register_command("coref", _add_parser, "coreference tools (resolve documents with neuralcoref)")

@@ -14,8 +14,8 @@ sequence a list of ints, probabilities are natural logs):
 * :func:`mauve_score` (the main paper's baseline), :func:`correlations` and :func:`r_squared`
   against human judgments.
 
-Importing this package registers every metric for ``critic list`` and provides ``add_commands``
-for the ``critic metric`` / ``critic setup`` commands.
+Importing this package registers every metric, with its command-line form (``critic metric NAME``, see
+:mod:`critics.metrics.cli`), and ``critic setup kenlm``, which the fluency metrics need.
 """
 
 from .agreement import correlations, r_squared
@@ -40,7 +40,6 @@ from .pdd import pdd, pdd_normalized
 
 __all__ = [
     "METRICS",
-    "add_commands",
     "pmr",
     "position_accuracy",
     "kendall_tau",
@@ -96,17 +95,12 @@ METRICS = {
 }
 
 try:
-    from critic.registry import register_metric
+    from critic.registry import register_metric, register_setup
 except ImportError:  # the core package is optional for the pure functions
-    register_metric = None
+    pass
+else:
+    from .cli import COMMANDS, setup_kenlm
 
-if register_metric is not None:
     for _name, (_fn, _desc) in METRICS.items():
-        register_metric(_name, _fn, _desc)
-
-
-def add_commands(subparsers) -> None:
-    """Add ``critic metric`` and ``critic setup`` (see :mod:`critics.metrics.cli`)."""
-    from .cli import add_commands as _add
-
-    _add(subparsers)
+        register_metric(_name, _fn, _desc, command=COMMANDS[_name])
+    register_setup("kenlm", setup_kenlm)

@@ -1,4 +1,9 @@
-"""``critic metric NAME ...`` and ``critic setup kenlm|neuralcoref``; results are printed as JSON.
+"""The metrics' command-line forms (``critic metric NAME``) and ``critic setup kenlm``; results print as JSON.
+
+A metric's command-line form is a function whose keyword parameters are the options of ``critic metric NAME``
+(read by :func:`critic.cli_args.signature_options`: types, defaults, ``Range`` bounds and help, declared once in
+the annotations below); it reads the files the options name and returns the JSON object that is printed after
+``"metric": NAME``.  :data:`COMMANDS` maps each metric to its form; :mod:`critics.metrics` registers them.
 
 Examples::
 
@@ -12,7 +17,6 @@ Examples::
     critic metric mauve --pred-jsonl gen.jsonl --gold-jsonl ref.jsonl
     critic metric correlations --values 0.1,0.5,0.7 --judgments 1,3,4
     critic setup kenlm
-    critic setup neuralcoref                              # Python 3.7 venv for the coreference critic
 
 Documents in JSONL give their units as ``"sentences": [...]``, or as ``"sections": [{"text": ...}]``
 (one unit per section), or as ``"text"`` (one unit).
@@ -20,32 +24,49 @@ Documents in JSONL give their units as ``"sentences": [...]``, or as ``"sections
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 from pathlib import Path
+from typing import Annotated, Callable, Literal
 
-__all__ = ["add_commands", "metric_main", "setup_main"]
+from critic.config import Range
 
-_ORDERING = ("pmr", "position_accuracy", "kendall_tau", "wlcs_l", "rouge_w")
-_FLUENCY = ("fluency_a1", "fluency_a2", "nce", "perplexity", "slor", "wpslor")
+__all__ = ["COMMANDS", "setup_kenlm"]
+
+# ------------------------------------------------------------------ the options, declared once
+PredOrder = Annotated[list[int] | None, "the predicted order: item indices, e.g. 2,0,1"]
+GoldOrder = Annotated[list[int] | None, "the gold order, e.g. 0,1,2"]
+OrdersFile = Annotated[Path | None, 'JSON lines {"pred": [...], "gold": [...]}, one pair of orders each '
+                                    "(instead of --pred and --gold)"]
+PredLabels = Annotated[list[int] | None, "the predicted role labels of one document, e.g. 0,1,1,2"]
+GoldLabels = Annotated[list[int] | None, "the reference role labels of one document"]
+PredLabelsFile = Annotated[Path | None, 'predicted documents as JSON lines {"labels": [...]} (instead of --pred)']
+GoldLabelsFile = Annotated[Path | None, 'reference documents as JSON lines {"labels": [...]} (instead of --gold)']
+Bins = Annotated[int, Range(min=1), "requested number of positional bins (capped at the longest sequence)"]
+Classes = Annotated[int | None, Range(min=1), "number of roles (default: the largest label + 1)"]
+PredDocs = Annotated[Path, 'generated (predicted) documents, JSON lines with "sentences", "sections" or "text"']
+GoldDocs = Annotated[Path, "reference documents, paired with --pred-jsonl by line"]
+Documents = Annotated[Path, 'documents, JSON lines with "sentences", "sections" or "text"']
+Encoder = Annotated[str | None, "encoder name or folder (default: the offline MiniLM)"]
+Version = Annotated[Literal[1, 2], "Ordered BERTScore version (1: eqs. 1-2, 2: eqs. 3-4)"]
+N = Annotated[int | Literal["inf"], Range(min=1), "Ordered BERTScore's n"]
+Lam = Annotated[float, Range(min=0, max=1), "weight of the entity overlap against the cosine similarity"]
+Train = Annotated[Path, "training text, one sentence a line"]
+Sentences = Annotated[Path, "sentences to score, one a line"]
+Order = Annotated[int, Range(min=1), "n-gram order of the KenLM model"]
+Memory = Annotated[str, "memory bound of lmplz (its -S), e.g. 1G or 20%"]
+Backend = Annotated[Literal["kenlm", "transformers"], "the language model: a KenLM n-gram model of --train, or a "
+                                                      "transformers causal LM (--model)"]
+CausalLM = Annotated[str | None, "transformers backend: causal LM name or folder (default: SmolLM2-135M from its "
+                                 "offline GGUF)"]
+GgufFile = Annotated[str | None, "transformers backend: a GGUF file inside --model"]
+WordPiece = Annotated[str | None, "the BERT-type model whose WordPiece tokenizer cuts the text (default: the "
+                                  "offline MiniLM)"]
+Values = Annotated[list[float], "the metric's values, e.g. 0.1,0.5,0.7"]
+Judgments = Annotated[list[float], "the human judgments of the same items, e.g. 1,3,4"]
 
 
-def _ints(text: str, flag: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ValueError(f"{flag}: expected comma-separated integers, got {text!r}") from None
-
-
-def _floats(text: str, flag: str) -> list[float]:
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ValueError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
-
-
-def _read_jsonl(path: str) -> list[tuple[str, dict]]:
+# ------------------------------------------------------------------ reading what the options name
+def _read_jsonl(path: Path) -> list[tuple[str, dict]]:
     """``(where, record)`` per non-blank line; errors name the file and line."""
     from critic.document import iter_json_lines
 
@@ -90,50 +111,42 @@ def _units(where: str, rec: dict) -> list[str]:
     raise ValueError(f"{where}: record has none of sentences/sections/text: {sorted(rec)}")
 
 
-def _documents(path: str) -> list[list[str]]:
+def _documents(path: Path) -> list[list[str]]:
     return [_units(where, rec) for where, rec in _read_jsonl(path)]
 
 
-def _lines(path: str) -> list[str]:
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"{p}: no such file")
+def _paired_documents(pred_jsonl: Path, gold_jsonl: Path) -> tuple[list[list[str]], list[list[str]]]:
+    preds, golds = _documents(pred_jsonl), _documents(gold_jsonl)
+    if len(preds) != len(golds):
+        raise ValueError(f"{pred_jsonl} has {len(preds)} documents but {gold_jsonl} has {len(golds)}")
+    return preds, golds
+
+
+def _lines(path: Path) -> list[str]:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
     try:
-        text = p.read_bytes().decode("utf-8")
+        text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     if not lines:
-        raise ValueError(f"{p}: file holds no sentences")
+        raise ValueError(f"{path}: file holds no sentences")
     return lines
 
 
-def _n(text: str):
-    if text in ("inf", "infinity"):
-        return math.inf
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"--n: expected an integer or 'inf', got {text!r}") from None
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
 
 
-def _emit(obj) -> int:
-    print(json.dumps(obj, indent=2, default=float))
-    return 0
+# ------------------------------------------------------------------ the forms, one per kind of input
+def _orders(name: str) -> Callable[..., dict]:
+    def orders(*, pred: PredOrder = None, gold: GoldOrder = None, jsonl: OrdersFile = None) -> dict:
+        """The mean over pairs of orders: one pair (--pred, --gold), or a file of them (--jsonl)."""
+        from .ordering import ordering_scores
 
-
-def metric_main(args) -> int:
-    from critic.config import suggest
-
-    from . import METRICS
-    from .ordering import ordering_scores
-
-    name = args.name
-    if name not in METRICS:
-        raise ValueError(f"unknown metric {name!r}{suggest(name, list(METRICS))}; `critic list` shows them")
-    if name in _ORDERING:
-        if args.jsonl:
-            recs = _read_jsonl(args.jsonl)
+        if jsonl is not None:
+            recs = _read_jsonl(jsonl)
             preds = [_int_list(where, r, "pred") for where, r in recs]
             golds = [_int_list(where, r, "gold") for where, r in recs]
             for (where, _), p, g in zip(recs, preds, golds):
@@ -141,156 +154,174 @@ def metric_main(args) -> int:
                     ordering_scores([p], [g], metrics=[name])
                 except ValueError as exc:
                     raise ValueError(f"{where}: {exc}") from None
-        elif args.pred and args.gold:
-            preds, golds = [_ints(args.pred, "--pred")], [_ints(args.gold, "--gold")]
+        elif pred is not None and gold is not None:
+            preds, golds = [pred], [gold]
         else:
             raise ValueError("give --pred and --gold, or --jsonl")
         out = ordering_scores(preds, golds, metrics=[name])
-        return _emit({"metric": name, "value": out[name], "n": out["n"]})
-    if name in ("pdd", "pdd_normalized"):
+        return {"value": out[name], "n": out["n"]}
+
+    return orders
+
+
+def _labels(normalized: bool) -> Callable[..., dict]:
+    def labels(*, pred: PredLabels = None, gold: GoldLabels = None, pred_jsonl: PredLabelsFile = None,
+               gold_jsonl: GoldLabelsFile = None, bins: Bins = 5, classes: Classes = None) -> dict:
+        """Label sequences of one document pair (--pred, --gold), or of two sets of documents (--pred-jsonl,
+        --gold-jsonl); also prints the number of bins used."""
         from .pdd import pdd
 
-        if args.pred_jsonl and args.gold_jsonl:
-            pred = [_int_list(where, r, "labels") for where, r in _read_jsonl(args.pred_jsonl)]
-            gold = [_int_list(where, r, "labels") for where, r in _read_jsonl(args.gold_jsonl)]
-        elif args.pred and args.gold:
-            pred, gold = _ints(args.pred, "--pred"), _ints(args.gold, "--gold")
-        else:
+        if pred_jsonl is not None and gold_jsonl is not None:
+            pred = [_int_list(where, r, "labels") for where, r in _read_jsonl(pred_jsonl)]
+            gold = [_int_list(where, r, "labels") for where, r in _read_jsonl(gold_jsonl)]
+        elif pred is None or gold is None:
             raise ValueError("give --pred and --gold label lists, or --pred-jsonl and --gold-jsonl")
-        value, bins = pdd(pred, gold, num_bins=args.bins, num_classes=args.classes, return_num_bins=True)
-        if name == "pdd_normalized":
-            value = 1 / (1 + value)
-        return _emit({"metric": name, "value": value, "num_bins": bins})
-    if name in ("ordered_bertscore", "align_gold_order"):
-        from .encoders import BertScoreSimilarity
-        from .text import align_gold_order_text, ordered_bertscore_texts
+        value, used = pdd(pred, gold, num_bins=bins, num_classes=classes, return_num_bins=True)
+        return {"value": 1 / (1 + value) if normalized else value, "num_bins": used}
 
-        if not (args.pred_jsonl and args.gold_jsonl):
-            raise ValueError("give --pred-jsonl and --gold-jsonl (documents paired by line)")
-        preds, golds = _documents(args.pred_jsonl), _documents(args.gold_jsonl)
-        if len(preds) != len(golds):
-            raise ValueError(f"{args.pred_jsonl} has {len(preds)} documents but {args.gold_jsonl} has {len(golds)}")
-        n = _n(args.n)
-        sim = BertScoreSimilarity(args.model)
-        if name == "align_gold_order":
-            return _emit({"metric": name, "orders": [align_gold_order_text(p, g, sim) for p, g in zip(preds, golds)]})
-        scores = ordered_bertscore_texts(golds, preds, args.version, n, sim)
-        return _emit({"metric": name, "version": args.version, "n": args.n, "mean": sum(scores) / len(scores),
-                      "values": scores})
-    if name == "coherence_lambda":
-        from .encoders import SentenceEncoder
-        from .text import coherence_lambda_text
-
-        if not args.jsonl:
-            raise ValueError("give --jsonl documents")
-        docs = _documents(args.jsonl)
-        enc = SentenceEncoder(args.model)
-        scores = [coherence_lambda_text(units, args.lam, enc) for units in docs]
-        return _emit({"metric": name, "lam": args.lam, "mean": sum(scores) / len(scores), "values": scores})
-    if name in _FLUENCY:
-        return _fluency(args)
-    if name == "mauve":
-        from .mauve import mauve_text
-
-        if not (args.pred_jsonl and args.gold_jsonl):
-            raise ValueError("give --pred-jsonl and --gold-jsonl")
-        p = [" ".join(units) for units in _documents(args.pred_jsonl)]
-        q = [" ".join(units) for units in _documents(args.gold_jsonl)]
-        return _emit({"metric": name, "value": mauve_text(p, q, args.model)})
-    if name in ("correlations", "r_squared"):
-        from .agreement import correlations, r_squared
-
-        if not (args.values and args.judgments):
-            raise ValueError("give --values and --judgments")
-        x, y = _floats(args.values, "--values"), _floats(args.judgments, "--judgments")
-        out = correlations(x, y) if name == "correlations" else {"r_squared": r_squared(x, y)}
-        return _emit({"metric": name, **out})
-    raise ValueError(f"metric {name!r} has no command-line form")
+    return labels
 
 
-def _fluency(args) -> int:
-    from .fluency import CausalLMFluency, KenLMFluency, UnigramModel, word_tokenize, wordpiece_tokenizer
+def _ordered_bertscore(*, pred_jsonl: PredDocs, gold_jsonl: GoldDocs, version: Version = 1, n: N = 1,
+                       model: Encoder = None) -> dict:
+    """Ordered BERTScore of each document pair (the sentences of generated and reference documents)."""
+    from .encoders import BertScoreSimilarity
+    from .text import ordered_bertscore_texts
 
-    if not (args.train and args.sentences):
-        raise ValueError("give --train (text, one sentence a line) and --sentences")
-    train, sents = _lines(args.train), _lines(args.sentences)
-    name = args.name
-    if name == "wpslor":
-        scorer = KenLMFluency.fit(train, order=args.order, tokenize=wordpiece_tokenizer(args.model), memory=args.memory)
-        key = "slor"
-    elif args.backend == "kenlm" or name in ("fluency_a1", "fluency_a2"):
-        scorer = KenLMFluency.fit(train, order=args.order, memory=args.memory)
-        key = {"fluency_a1": "a1", "fluency_a2": "a2", "perplexity": "ppl"}.get(name, name)
-    else:
-        uni = UnigramModel.from_corpus([word_tokenize(s) for s in train], eos=False)
-        scorer = CausalLMFluency(uni, model=args.model, gguf_file=args.gguf_file)
-        key = {"perplexity": "ppl"}.get(name, name)
-    scores = scorer.score_many(sents) if hasattr(scorer, "score_many") else [scorer.score(s) for s in sents]
-    values = [s[key] for s in scores]
-    return _emit({"metric": name, "backend": "kenlm" if isinstance(scorer, KenLMFluency) else "transformers",
-                  "mean": sum(values) / len(values), "values": values})
+    preds, golds = _paired_documents(pred_jsonl, gold_jsonl)
+    scores = ordered_bertscore_texts(golds, preds, version, math.inf if n == "inf" else n, BertScoreSimilarity(model))
+    return {"version": version, "n": n, "mean": _mean(scores), "values": scores}
 
 
-def setup_main(args) -> int:
-    own = {"kenlm": ("cache", "sdist"), "neuralcoref": ("venv", "python")}
-    stray = [f"--{opt}" for tool, opts in own.items() if tool != args.tool for opt in opts
-             if getattr(args, opt, None) is not None]
-    if stray:
-        raise ValueError(f"not options of `critic setup {args.tool}`: {', '.join(stray)}")
-    if args.tool == "neuralcoref":
-        from critics.coref.neuralcoref import setup_neuralcoref
+def _align_gold_order(*, pred_jsonl: PredDocs, gold_jsonl: GoldDocs, model: Encoder = None) -> dict:
+    """Algorithm 1 on each document pair: the order of the predicted sentences that follows the reference."""
+    from .encoders import BertScoreSimilarity
+    from .text import align_gold_order_text
 
-        print(setup_neuralcoref(args.venv, python=args.python, force=args.force))
-        return 0
-    from critics.ngram.build import setup_kenlm
+    preds, golds = _paired_documents(pred_jsonl, gold_jsonl)
+    sim = BertScoreSimilarity(model)
+    return {"orders": [align_gold_order_text(p, g, sim) for p, g in zip(preds, golds)]}
 
-    if args.sdist is not None:
-        import tarfile
 
-        sdist = Path(args.sdist)
+def _coherence_lambda(*, jsonl: Documents, lam: Lam = 0.5, model: Encoder = None) -> dict:
+    """coherence-lambda of each document's sentences."""
+    from .encoders import SentenceEncoder
+    from .text import coherence_lambda_text
+
+    docs = _documents(jsonl)
+    enc = SentenceEncoder(model)
+    scores = [coherence_lambda_text(units, lam, enc) for units in docs]
+    return {"lam": lam, "mean": _mean(scores), "values": scores}
+
+
+def _mauve(*, pred_jsonl: PredDocs, gold_jsonl: GoldDocs, model: Encoder = None) -> dict:
+    """MAUVE of the generated documents against the references (each document's units joined)."""
+    from .mauve import mauve_text
+
+    p = [" ".join(units) for units in _documents(pred_jsonl)]
+    q = [" ".join(units) for units in _documents(gold_jsonl)]
+    return {"value": mauve_text(p, q, model)}
+
+
+_KEY = {"fluency_a1": "a1", "fluency_a2": "a2", "perplexity": "ppl", "wpslor": "slor"}
+"""The field of a fluency scorer's result that each metric reads."""
+
+
+def _fluency(name: str, scorer, sentences: list[str]) -> dict:
+    from .fluency import KenLMFluency
+
+    scores = scorer.score_many(sentences) if hasattr(scorer, "score_many") else [scorer.score(s) for s in sentences]
+    values = [s[_KEY.get(name, name)] for s in scores]
+    return {"backend": "kenlm" if isinstance(scorer, KenLMFluency) else "transformers", "mean": _mean(values),
+            "values": values}
+
+
+def _ngram_fluency(name: str) -> Callable[..., dict]:
+    def ngram_fluency(*, train: Train, sentences: Sentences, order: Order = 3, memory: Memory = "1G") -> dict:
+        """Each sentence's score under a KenLM n-gram model of --train."""
+        from .fluency import KenLMFluency
+
+        train_lines, lines = _lines(train), _lines(sentences)
+        return _fluency(name, KenLMFluency.fit(train_lines, order=order, memory=memory), lines)
+
+    return ngram_fluency
+
+
+def _lm_fluency(name: str) -> Callable[..., dict]:
+    def lm_fluency(*, train: Train, sentences: Sentences, backend: Backend = "kenlm", order: Order = 3,
+                   memory: Memory = "1G", model: CausalLM = None, gguf_file: GgufFile = None) -> dict:
+        """Each sentence's score under a language model (a KenLM n-gram model of --train, or a causal LM) and a
+        unigram model of --train."""
+        from .fluency import CausalLMFluency, KenLMFluency, UnigramModel, word_tokenize
+
+        train_lines, lines = _lines(train), _lines(sentences)
+        if backend == "kenlm":
+            scorer = KenLMFluency.fit(train_lines, order=order, memory=memory)
+        else:
+            uni = UnigramModel.from_corpus([word_tokenize(s) for s in train_lines], eos=False)
+            scorer = CausalLMFluency(uni, model=model, gguf_file=gguf_file)
+        return _fluency(name, scorer, lines)
+
+    return lm_fluency
+
+
+def _wpslor(*, train: Train, sentences: Sentences, order: Order = 3, memory: Memory = "1G",
+            model: WordPiece = None) -> dict:
+    """Each sentence's SLOR over WordPiece pieces, under KenLM and unigram models of --train."""
+    from .fluency import KenLMFluency, wordpiece_tokenizer
+
+    train_lines, lines = _lines(train), _lines(sentences)
+    scorer = KenLMFluency.fit(train_lines, order=order, tokenize=wordpiece_tokenizer(model), memory=memory)
+    return _fluency("wpslor", scorer, lines)
+
+
+def _correlations(*, values: Values, judgments: Judgments) -> dict:
+    """Pearson, Spearman and Kendall correlations (and p-values) of the values with the judgments."""
+    from .agreement import correlations
+
+    return correlations(values, judgments)
+
+
+def _r_squared(*, values: Values, judgments: Judgments) -> dict:
+    """R^2 of the judgments regressed on the values."""
+    from .agreement import r_squared
+
+    return {"r_squared": r_squared(values, judgments)}
+
+
+COMMANDS: dict[str, Callable[..., dict]] = {
+    **{name: _orders(name) for name in ("pmr", "position_accuracy", "kendall_tau", "wlcs_l", "rouge_w")},
+    "pdd": _labels(normalized=False),
+    "pdd_normalized": _labels(normalized=True),
+    "ordered_bertscore": _ordered_bertscore,
+    "align_gold_order": _align_gold_order,
+    "coherence_lambda": _coherence_lambda,
+    **{name: _ngram_fluency(name) for name in ("fluency_a1", "fluency_a2")},
+    **{name: _lm_fluency(name) for name in ("nce", "perplexity", "slor")},
+    "wpslor": _wpslor,
+    "mauve": _mauve,
+    "mauve_text": _mauve,
+    "correlations": _correlations,
+    "r_squared": _r_squared,
+}
+"""Metric name -> its command-line form."""
+
+
+# ------------------------------------------------------------------ critic setup kenlm
+def setup_kenlm(*, cache: Annotated[Path | None, "build folder (default ~/.cache/critic/kenlm)"] = None,
+                sdist: Annotated[Path | None, "a local kenlm-0.3.0.tar.gz instead of downloading it"] = None,
+                force: Annotated[bool, "rebuild even when the tools are there"] = False) -> Path:
+    """KenLM's lmplz and build_binary, built from the PyPI sdist (about 30 s; needs cmake and Boost)
+
+    With $CRITIC_KENLM_BIN set and valid, or tools already built, nothing is built; prints the folder of the tools.
+    """
+    import tarfile
+
+    from critics.ngram.build import setup_kenlm as build
+
+    if sdist is not None:
         if not sdist.is_file():
             raise FileNotFoundError(f"{sdist}: no such file (--sdist)")
         if not tarfile.is_tarfile(sdist):
             raise ValueError(f"{sdist}: not a tar archive (--sdist expects kenlm-0.3.0.tar.gz)")
-    path = setup_kenlm(args.cache, sdist=args.sdist, force=args.force)
-    print(path)
-    return 0
-
-
-def add_commands(subparsers) -> None:
-    """Add the ``metric`` and ``setup`` sub-commands to the ``critic`` CLI."""
-    m = subparsers.add_parser("metric", help="compute one of the seeds' metrics (critic list shows them)",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    m.add_argument("name")
-    m.add_argument("--pred", help="comma-separated order or label list")
-    m.add_argument("--gold", help="comma-separated order or label list")
-    m.add_argument("--jsonl", help="JSONL input (orders or documents)")
-    m.add_argument("--pred-jsonl", help="JSONL predictions / generated documents")
-    m.add_argument("--gold-jsonl", help="JSONL references")
-    m.add_argument("--bins", type=int, default=5, help="PDD: requested number of positional bins")
-    m.add_argument("--classes", type=int, default=None, help="PDD: number of roles (default max label + 1)")
-    m.add_argument("--version", type=int, default=1, choices=(1, 2), help="Ordered BERTScore version")
-    m.add_argument("--n", default="1", help="Ordered BERTScore n (an int or inf)")
-    m.add_argument("--lam", type=float, default=0.5, help="coherence-lambda weight")
-    m.add_argument("--model", default=None, help="encoder / causal LM name or path (default: offline models)")
-    m.add_argument("--gguf-file", default=None, help="GGUF file inside --model")
-    m.add_argument("--train", help="fluency: training text, one sentence a line")
-    m.add_argument("--sentences", help="fluency: sentences to score, one a line")
-    m.add_argument("--backend", choices=("kenlm", "transformers"), default="kenlm")
-    m.add_argument("--order", type=int, default=3, help="n-gram order")
-    m.add_argument("--memory", default="1G", help="lmplz -S memory bound")
-    m.add_argument("--values", help="correlations: comma-separated metric values")
-    m.add_argument("--judgments", help="correlations: comma-separated human scores")
-    m.set_defaults(func=metric_main)
-
-    s = subparsers.add_parser("setup", help="build optional tools (kenlm: lmplz and build_binary; "
-                                            "neuralcoref: its Python 3.7 venv)")
-    s.add_argument("tool", choices=("kenlm", "neuralcoref"))
-    s.add_argument("--cache", default=None, help="kenlm: build folder (default ~/.cache/critic/kenlm)")
-    s.add_argument("--sdist", default=None, help="kenlm: local kenlm-0.3.0.tar.gz instead of downloading it")
-    s.add_argument("--venv", default=None, help="neuralcoref: venv folder (default $CRITIC_NEURALCOREF_VENV "
-                                                "or ~/.cache/critic/neuralcoref/venv)")
-    s.add_argument("--python", default=None, help="neuralcoref: the Python 3.7 to build it with (default "
-                                                  "$CRITIC_PYTHON37, pyenv's 3.7.x, python3.7 on PATH)")
-    s.add_argument("--force", action="store_true", help="rebuild even when the tool is there")
-    s.set_defaults(func=setup_main)
+    return build(cache, sdist=sdist, force=force)

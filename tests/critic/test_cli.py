@@ -22,6 +22,118 @@ def test_help_lists_subcommands():
         assert cmd in out.stdout
 
 
+HEAVY = ("torch", "numpy", "scipy", "transformers", "pyro", "gensim", "sklearn", "pandas", "matplotlib")
+
+
+def _imported_by(argv: list[str]) -> tuple[int, list[str]]:
+    """Run ``critic ARGV`` in a fresh interpreter (no user plugins): its status and the heavy modules it imported."""
+    import os
+
+    code = ("import json, sys\nfrom critic.cli import main\nstatus = main(sys.argv[1:])\n"
+            f"print(json.dumps([status, [m for m in {HEAVY!r} if m in sys.modules]]))")
+    env = {k: v for k, v in os.environ.items() if k != "CRITIC_PLUGINS"}
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, check=True, env=env,
+                         cwd=ROOT)
+    status, heavy = json.loads(out.stdout.splitlines()[-1])
+    return status, heavy
+
+
+def test_help_imports_no_heavy_module():
+    """critic --help (and a usage error) is fast: neither torch nor numpy nor any model library is imported; the
+    check can fail: a command that needs the plugins imports torch."""
+    assert _imported_by(["--help"]) == (0, [])
+    assert _imported_by([]) == (2, [])
+    status, heavy = _imported_by(["fit", "--help"])
+    assert status == 0 and "torch" in heavy
+
+
+def _sub_commands(parser):
+    import argparse
+
+    return {name: sub for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+            for name, sub in action.choices.items()}
+
+
+def test_every_option_and_sub_command_has_help():
+    """Walks the whole command tree (every plugin's commands, metric, tool and format included)."""
+    import argparse
+
+    from critic.cli import build_parser
+
+    missing, seen = [], 0
+
+    def walk(parser):
+        nonlocal seen
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                missing.extend(f"{parser.prog} {a.dest}" for a in action._choices_actions if not a.help)
+            elif not isinstance(action, argparse._HelpAction):
+                seen += 1
+                if not action.help or action.help == argparse.SUPPRESS:
+                    missing.append(f"{parser.prog} {'/'.join(action.option_strings) or action.dest}")
+        for sub in _sub_commands(parser).values():
+            walk(sub)
+
+    parser = build_parser()
+    walk(parser)
+    assert missing == [] and seen > 300
+    assert {"lm", "metric", "setup", "coref"} <= set(_sub_commands(parser))
+    assert {"kenlm", "neuralcoref"} <= set(_sub_commands(_sub_commands(parser)["setup"]))
+
+
+def test_a_plugin_registers_commands_the_way_the_core_does(tmp_path, monkeypatch, capsys, request):
+    """A plugin's command, tool and format join through the registry, like the core's (critic --plugin FILE)."""
+    from critic import registry
+
+    request.addfinalizer(lambda: sys.modules.pop("critic_plugin_greetings", None))
+
+    plugin = tmp_path / "greetings.py"
+    plugin.write_text('''
+from pathlib import Path
+from typing import Annotated
+
+from critic.config import Range
+from critic.document import Document, Section
+from critic.registry import register_command, register_converter, register_setup
+
+
+def add_parser(parser):
+    parser.add_argument("--name", required=True, help="who to greet")
+    parser.set_defaults(func=lambda args: print(f"hello {args.name}"))
+
+
+def build(*, times: Annotated[int, Range(min=1), "how many greetings"] = 1) -> str:
+    return "built " * times
+
+
+def lines(path: Path, report, *, prefix: Annotated[str, "id prefix"] = "line") -> list:
+    for i, text in enumerate(path.read_text().splitlines()):
+        report["kept"] += 1
+        yield Document(f"{prefix}{i}", (Section(None, text),))
+
+
+register_command("greet", add_parser, "say hello")
+register_setup("greeter", build, "build a greeter")
+register_converter("lines", lines, "one document per line")
+''')
+    monkeypatch.setenv("CRITIC_PLUGINS", "")
+    for table in ("_COMMANDS", "_SETUPS", "_CONVERTERS", "_PLUGINS"):
+        monkeypatch.setattr(registry, table, dict(getattr(registry, table)))
+    capsys.readouterr()
+    assert main(["--plugin", str(plugin), "greet", "--name", "you"]) == 0
+    assert capsys.readouterr().out == "hello you\n"
+    assert main(["--plugin", str(plugin), "setup", "greeter", "--times", "2"]) == 0
+    assert capsys.readouterr().out == "built built \n"
+    (tmp_path / "in.txt").write_text("a\nb\n")
+    assert main(["--plugin", str(plugin), "data", "convert", "lines", str(tmp_path / "in.txt"), "--prefix", "x",
+                 "--out", str(tmp_path / "o.jsonl")]) == 0
+    assert json.loads(capsys.readouterr().out) == {"kept": 2}
+    assert [d.id for d in read_jsonl(tmp_path / "o.jsonl")] == ["x0", "x1"]
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "  greet " in out.split("Commands")[1] and "  greeter " in out.split("Tools")[1]
+
+
 def test_list_shows_the_section_critic(capsys):
     from critics.sections import SectionTransitionCritic
 

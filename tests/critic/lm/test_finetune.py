@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 from critic.lm.finetune import FinetuneConfig, finetune
 from critic.lm.format import DocumentFormat
 from critic.lm.model import load_lm, prepare_for_format
-from critic.lm.windows import IGNORE, cut_windows, token_stream, window_nll
+from critic.lm.windows import IGNORE, aligned_windows, cut_windows, token_stream, window_nll
 
 FMT = DocumentFormat(True)
 CONFIG = FinetuneConfig(batch_size=4, learning_rate=1e-2, epochs=2, context=32, eval_every=5)
@@ -45,12 +45,13 @@ def test_finetune_learns_and_best_reloads(tiny_pair, manpage_docs, tmp_path):
     model, tok = tiny_pair()
     train, valid = manpage_docs[:4], manpage_docs[20:22]
     prepare_for_format(model, tok, FMT)
-    x, y = cut_windows(token_stream(valid, tok, FMT, tok.convert_tokens_to_ids(FMT.end_of_document)), 32,
-                       tok.pad_token_id)
+    end = tok.convert_tokens_to_ids(FMT.end_of_document)
+    x, y = aligned_windows(token_stream(valid, tok, FMT, end), 32, tok.pad_token_id, end)
     nll, count = window_nll(model, x, y, batch_size=8, device=torch.device("cpu"))
     before = nll / count
     weights = {k: v.clone() for k, v in model.state_dict().items()}
     result = finetune((model, tok), None, train, valid, FMT, tmp_path / "run", CONFIG, progress=False)
+    assert result.aligned and CONFIG.aligned                            # document-aligned windows by default
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in weights.items())   # a copy was trained
     assert finetune((model, tok), None, train, valid, FMT, tmp_path / "run", CONFIG, progress=False) == result
     assert result.best_valid_loss < before - 0.5                        # ln(400) = 6.0 nats at start
@@ -60,11 +61,36 @@ def test_finetune_learns_and_best_reloads(tiny_pair, manpage_docs, tmp_path):
     assert json.loads((best / "format.json").read_text())["with_titles"] is True
     training = json.loads((best / "training.json").read_text())
     assert training["context"] == 32 and training["best_valid_loss"] == result.best_valid_loss
-    assert training["best_step"] == result.best_step
+    assert training["best_step"] == result.best_step and training["aligned"] is True
     model2, tok2 = load_lm(str(best))
     nll2, count2 = window_nll(model2, x, y, batch_size=8, device=torch.device("cpu"))
     assert count2 == count and nll2 / count2 == pytest.approx(result.best_valid_loss, rel=1e-6)
     assert len(tok2) == len(tok)
+
+
+def test_stream_windows_train_on_the_same_targets_in_fewer_windows(tiny_pair, manpage_docs, tmp_path):
+    model, tok = tiny_pair()
+    train, valid = manpage_docs[:4], manpage_docs[20:22]
+    prepare_for_format(model, tok, FMT)
+    end = tok.convert_tokens_to_ids(FMT.end_of_document)
+    config = FinetuneConfig(batch_size=4, learning_rate=1e-2, epochs=1, context=32, aligned=False)
+    result = finetune((model, tok), None, train, valid, FMT, tmp_path / "stream", config, progress=False)
+    aligned = finetune((model, tok), None, train, valid, FMT, tmp_path / "aligned",
+                       FinetuneConfig(batch_size=4, learning_rate=1e-2, epochs=1, context=32), progress=False)
+    assert not result.aligned and aligned.aligned
+    assert result.tokens_seen == aligned.tokens_seen                   # one epoch: every target once, both ways
+    stream_training = json.loads((result.best_dir / "training.json").read_text())
+    aligned_training = json.loads((aligned.best_dir / "training.json").read_text())
+    assert stream_training["aligned"] is False
+    assert stream_training["train_windows"] < aligned_training["train_windows"]          # no padding
+    x, y = cut_windows(token_stream(valid, tok, FMT, end), 32, tok.pad_token_id)        # validated on the stream
+    nll, count = window_nll(load_lm(str(result.best_dir))[0], x, y, batch_size=8, device=torch.device("cpu"))
+    assert nll / count == pytest.approx(result.best_valid_loss, rel=1e-6)
+    with pytest.raises(ValueError, match=r"stream: holds a fine-tuning run with other settings \(config"):
+        finetune((model, tok), None, train, valid, FMT, tmp_path / "stream",
+                 FinetuneConfig(batch_size=4, learning_rate=1e-2, epochs=1, context=32), progress=False)
+    with pytest.raises(ValueError, match="aligned must be true or false"):
+        FinetuneConfig(aligned="no").check()
 
 
 def test_killed_run_resumes_to_the_uninterrupted_weights(tiny_pair, manpage_docs, tmp_path):
@@ -125,3 +151,20 @@ def test_bf16_autocast_trains(tiny_pair, manpage_docs, tmp_path):
     result = finetune(tiny_pair(), None, manpage_docs[:2], manpage_docs[20:21], FMT, tmp_path / "run", config,
                       progress=False)
     assert 0 < result.best_valid_loss < 10 and result.tokens_seen >= 150
+
+
+def test_cli_stream_windows_flag(manpage_docs, tmp_path, capsys):
+    from critic.cli import main
+    from critic.document import write_jsonl
+
+    write_jsonl(manpage_docs[:2], tmp_path / "train.jsonl")
+    write_jsonl(manpage_docs[20:21], tmp_path / "valid.jsonl")
+    common = ["lm", "finetune", "--model", "tiny", "--tiny-vocab", "300", "--tiny-layers", "1", "--tiny-heads", "2",
+              "--tiny-dim", "16", "--tiny-positions", "32", "--train", str(tmp_path / "train.jsonl"), "--valid",
+              str(tmp_path / "valid.jsonl"), "--format", "without-titles", "--epochs", "1", "--quiet"]
+    for flags, aligned in (([], True), (["--stream-windows"], False)):
+        out = tmp_path / f"run-{aligned}"
+        assert main([*common, "--out", str(out), *flags]) == 0
+        assert json.loads((out / "result.json").read_text())["aligned"] is aligned
+        assert json.loads((out / "settings.json").read_text())["config"]["aligned"] is aligned
+    capsys.readouterr()

@@ -1,21 +1,29 @@
-"""``critic metric`` / ``critic setup`` sub-commands and the metric registry."""
+"""``critic metric NAME`` / ``critic setup kenlm``: a sub-command per metric, its options from its command-line
+form's signature; and the metric registry."""
 
 import argparse
 import json
-import math
+import typing
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import critics.metrics as metrics
-from critics.metrics.cli import setup_main
+from critic import registry
+from critic.cli import build_parser, cmd_setup, main
+from critic.cli_args import called_options
+from critics.metrics.cli import COMMANDS, setup_kenlm
 
 
 @pytest.fixture
 def parser():
-    p = argparse.ArgumentParser(prog="critic")
-    metrics.add_commands(p.add_subparsers(dest="command"))
-    return p
+    return build_parser(["metric", "setup"])
+
+
+def _sub_commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return action.choices
 
 
 def run(parser, argv, capsys):
@@ -61,21 +69,70 @@ def test_correlations_command(parser, capsys):
 
 def test_setup_parser(parser):
     args = parser.parse_args(["setup", "kenlm", "--cache", "/tmp/x", "--force"])
-    assert args.tool == "kenlm" and args.force and args.func is setup_main
-    assert str(args.cache) == "/tmp/x"
+    assert args.tool == "kenlm" and args.func is cmd_setup and args.call is setup_kenlm
+    assert called_options(args) == {"cache": Path("/tmp/x"), "sdist": None, "force": True}
+
+
+def test_every_metric_is_a_sub_command_with_only_its_own_options(capsys):
+    """The options of `critic metric NAME` are NAME's: another metric's option is a usage error naming it."""
+    metric = _sub_commands(build_parser(["metric"]))["metric"]
+    assert set(_sub_commands(metric)) == set(registry.list_metrics()) >= set(metrics.METRICS)
+    assert main(["metric", "kendall_tau", "--pred", "0,1", "--gold", "0,1", "--bins", "3"]) == 2
+    assert "unrecognized arguments: --bins 3" in capsys.readouterr().err
+    assert main(["metric", "pdd", "--pred", "0,1", "--gold", "0,1", "--bins", "0"]) == 2
+    assert "argument --bins: must be >= 1, got integer 0" in capsys.readouterr().err
+    assert main(["metric", "ordered_bertscore", "--pred-jsonl", "p", "--gold-jsonl", "g", "--n", "2.5"]) == 2
+    assert "argument --n: expected an integer >= 1 or 'inf', got '2.5'" in capsys.readouterr().err
+    assert main(["metric", "mauve", "--pred-jsonl", "p"]) == 2
+    assert "the following arguments are required: --gold-jsonl" in capsys.readouterr().err
+
+
+def test_every_option_of_a_metric_is_declared_with_its_help():
+    """Each command-line form declares every option's help in its annotation (not only a type)."""
+    for name, form in COMMANDS.items():
+        hints = typing.get_type_hints(form, include_extras=True)
+        for param in hints.keys() - {"return"}:
+            extras = typing.get_args(hints[param])[1:] if typing.get_origin(hints[param]) is typing.Annotated else ()
+            assert any(isinstance(e, str) and e for e in extras), f"{name} --{param} has no help"
+    assert set(COMMANDS) == set(metrics.METRICS)
+
+
+def test_a_metric_without_a_form_takes_its_own_parameters_as_options(monkeypatch, capsys):
+    """A plain function of numbers is its own command-line form; one whose argument no text can give says so."""
+    from typing import Annotated
+
+    from critic.config import Range
+
+    def scaled(x: float, times: Annotated[int, Range(min=1), "how many times"] = 2) -> float:
+        """x times an integer"""
+        return x * times
+
+    def of_arrays(features: np.ndarray) -> float:
+        return 0.0
+
+    monkeypatch.setattr(registry, "_METRICS", dict(registry._METRICS))
+    registry.register_metric("scaled", scaled)
+    registry.register_metric("of-arrays", of_arrays, "needs arrays")
+    assert main(["metric", "scaled", "--x", "1.5", "--times", "3"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"metric": "scaled", "value": 4.5}
+    assert main(["metric", "scaled", "--x", "1.5", "--times", "0"]) == 2
+    assert "argument --times: must be >= 1, got integer 0" in capsys.readouterr().err
+    assert main(["metric", "scaled"]) == 2
+    assert "the following arguments are required: --x" in capsys.readouterr().err
+    assert main(["metric", "of-arrays"]) == 2
+    assert "metric 'of-arrays' has no command-line form: no option can give its argument(s) features" in \
+        capsys.readouterr().err
 
 
 def test_metrics_are_registered():
-    from critic import registry
     names = set(registry.list_metrics())
     for name in ("pmr", "kendall_tau", "wlcs_l", "ordered_bertscore", "pdd", "slor", "wpslor", "perplexity"):
         assert name in metrics.METRICS
         assert name in names
 
 
-def test_a_metric_name_is_taken_once():
-    from critic import registry
-
+def test_a_metric_name_is_taken_once(monkeypatch):
+    monkeypatch.setattr(registry, "_METRICS", dict(registry._METRICS))  # the re-registration below stays here
     with pytest.raises(ValueError, match="metric name 'pmr' is already taken by pmr"):
         registry.register_metric("pmr", lambda pred, gold: 0.0)
     assert registry.get_metric("pmr").fn is metrics.pmr

@@ -251,18 +251,16 @@ def test_text_level_alignment_and_score(split_sentences, tmp_path, capsys):
     assert ordered_bertscore_text(gold, gold, version=1, n=1) == pytest.approx(1.0, abs=1e-5)
     assert ordered_bertscore_text(gold, pred, version=1, n=1) < 0.9
 
-    import argparse
     import json
 
-    from critics.metrics import add_commands
+    from critic.cli import main
 
     g, p = tmp_path / "gold.jsonl", tmp_path / "pred.jsonl"
     g.write_text(json.dumps({"sentences": gold}) + "\n")
     p.write_text(json.dumps({"sentences": pred}) + "\n")
-    parser = argparse.ArgumentParser()
-    add_commands(parser.add_subparsers())
-    args = parser.parse_args(["metric", "ordered_bertscore", "--pred-jsonl", str(p), "--gold-jsonl", str(g),
-                              "--version", "2", "--n", "inf"])
-    assert args.func(args) == 0
+    capsys.readouterr()
+    assert main(["metric", "ordered_bertscore", "--pred-jsonl", str(p), "--gold-jsonl", str(g), "--version", "2",
+                 "--n", "inf"]) == 0
     out = json.loads(capsys.readouterr().out)
+    assert (out["version"], out["n"]) == (2, "inf")
     assert out["values"][0] == pytest.approx(ordered_bertscore_text(gold, pred, version=2, n=math.inf), abs=1e-6)
