@@ -82,6 +82,8 @@ import torch.nn.functional as F
 
 from critic import progress
 
+from .nmf import nmf_topics
+
 __all__ = ["BagOfWords", "WordBatch", "CTMGlobals", "FitResult", "LocalResult", "fit_ctm", "infer_local",
            "log_likelihood", "local_elbo", "PriorTerms", "sample_documents", "known_ctm", "centre"]
 
@@ -365,74 +367,14 @@ def _raw_from_scale_tril(L: torch.Tensor) -> torch.Tensor:
     return torch.tril(L, -1) + torch.diag_embed(d + torch.log(-torch.expm1(-d)))  # softplus^-1
 
 
-def _nndsvd(x, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """NNDSVD (Boutsidis and Gallopoulos, 2008) of a sparse non-negative ``x (N, V)``: ``W (N, k)``, ``H (k, V)``
-    from the leading ``k`` singular triplets, each split into its positive and negative parts and the larger
-    one kept.  Deterministic: the SVD is the eigen-decomposition of the smaller Gram matrix, or ARPACK from a
-    fixed start vector when both sides are large; the singular vectors' signs do not matter."""
-    import scipy.sparse.linalg as spla
-
-    n, v = x.shape
-    k = min(k, n, v)
-    if min(n, v) <= 4000:
-        if n <= v:
-            vals, u = np.linalg.eigh((x @ x.T).toarray())
-            order = np.argsort(vals)[::-1][:k]
-            s = np.sqrt(np.clip(vals[order], 0.0, None))
-            u = u[:, order]
-            vt = (x.T @ u).T / np.maximum(s, 1e-300)[:, None]
-        else:
-            vals, w = np.linalg.eigh((x.T @ x).toarray())
-            order = np.argsort(vals)[::-1][:k]
-            s = np.sqrt(np.clip(vals[order], 0.0, None))
-            vt = w[:, order].T
-            u = (x @ vt.T) / np.maximum(s, 1e-300)[None, :]
-    else:
-        u, s, vt = spla.svds(x, k=k, v0=np.full(min(n, v), 1.0 / math.sqrt(min(n, v))), solver="arpack")
-        order = np.argsort(s)[::-1]
-        u, s, vt = u[:, order], s[order], vt[order]
-    w_out, h_out = np.zeros((n, k)), np.zeros((k, v))
-    for j in range(k):
-        a, b = u[:, j], vt[j]
-        ap, an, bp, bn = np.maximum(a, 0), np.maximum(-a, 0), np.maximum(b, 0), np.maximum(-b, 0)
-        pos = np.linalg.norm(ap) * np.linalg.norm(bp)
-        neg = np.linalg.norm(an) * np.linalg.norm(bn)
-        a, b, mass = (ap, bp, pos) if pos >= neg else (an, bn, neg)
-        na, nb = np.linalg.norm(a), np.linalg.norm(b)
-        if mass <= 0 or na == 0 or nb == 0:
-            continue
-        scale = math.sqrt(s[j] * mass)
-        w_out[:, j], h_out[j] = scale * a / na, scale * b / nb
-    return w_out, h_out
-
-
-def _nmf_log_phi(bow: BagOfWords, k: int, *, iterations: int = 100, smoothing: float = 0.05) -> torch.Tensor:
-    """A deterministic start for the topics from the data: NMF of the document-word count matrix under the
-    KL divergence (the multinomial likelihood of PLSA; multiplicative updates) from an NNDSVD start
-    (:func:`_nndsvd`, zeros filled with the matrix's mean / 100), ``iterations`` updates.  Topic ``k`` is row
-    ``k`` of ``H`` normalised, mixed with the corpus's word distribution (weight ``smoothing``) so that no
-    word has probability 0.  No randomness anywhere: every seed gets the same topics."""
+def _nmf_log_phi(bow: BagOfWords, k: int) -> torch.Tensor:
+    """A deterministic start for the topics from the data: the topics of :func:`critics.topics.nmf.nmf_topics`
+    (KL-NMF of ``bow``'s counts from NNDSVD, mixed 5% with the corpus's word distribution) as float32 logits
+    ``(K, V)``.  No randomness anywhere: every seed gets the same topics."""
     import scipy.sparse as sp
 
-    n, v = len(bow), bow.num_words
-    rows = np.repeat(np.arange(n), bow.num_distinct)
-    x = sp.csr_matrix((bow.counts.astype(np.float64), (rows, bow.indices)), shape=(n, v))
-    w, h = _nndsvd(x, k)
-    fill = x.sum() / (n * v) / 100.0
-    w[w <= 0], h[h <= 0] = fill, fill
-    if w.shape[1] < k:                                              # fewer singular triplets than topics
-        w = np.hstack([w, np.full((n, k - w.shape[1]), fill)])
-        h = np.vstack([h, np.full((k - h.shape[0], v), fill)])
-    data = x.data
-    for _ in range(int(iterations)):
-        ratio = sp.csr_matrix((data / np.maximum(np.einsum("ek,ek->e", w[rows], h[:, bow.indices].T), 1e-300),
-                               (rows, bow.indices)), shape=(n, v))
-        h *= (ratio.T @ w).T / np.maximum(w.sum(0), 1e-300)[:, None]
-        ratio = sp.csr_matrix((data / np.maximum(np.einsum("ek,ek->e", w[rows], h[:, bow.indices].T), 1e-300),
-                               (rows, bow.indices)), shape=(n, v))
-        w *= (ratio @ h.T) / np.maximum(h.sum(1), 1e-300)[None, :]
-    corpus = np.bincount(bow.indices, weights=bow.counts, minlength=v) + 1.0
-    phi = (1 - smoothing) * h / np.maximum(h.sum(1, keepdims=True), 1e-300) + smoothing * corpus / corpus.sum()
+    counts = sp.csr_matrix((bow.counts.astype(np.float64), bow.indices, bow.indptr), shape=(len(bow), bow.num_words))
+    phi, _ = nmf_topics(counts, k)
     return torch.from_numpy(np.log(phi)).float()
 
 

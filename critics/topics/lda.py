@@ -29,10 +29,26 @@ documents and at most ``no_above`` (0.95) of them, at most ``keep_n``.  A word o
 is not in the dictionary is counted in ``Projection.unknown`` (occurrences); a document with no known
 word cannot be projected and is a counted failure with its reason.
 
-Determinism: training is seeded (``random_state=seed``).  gensim's ``inference`` starts each document's
-``gamma`` from a random draw; here every document starts from the *same* draw (``seed``'s first row),
-so a document's posterior depends on its words only, not on its batch or its place in it -- identical to
-``inference([bow])`` with ``random_state = RandomState(seed)`` (what the tests check).
+Start (``init``).  gensim starts the topic-word variational parameters ``lambda = eta + sstats`` from a random
+draw (``sstats ~ Gamma(100, 1/100)`` per entry, so every topic is near-uniform and the seed decides which topic
+becomes which) and each training document's ``gamma`` from another draw.  ``init="nmf"`` starts from the data
+instead: ``sstats_k = t_k phi_k`` with ``phi (M, V)`` and ``t (M,)`` the topics and expected token counts of
+KL-NMF of the training counts from NNDSVD (:func:`critics.topics.nmf.nmf_topics`: the counts the E-step would
+collect if NMF's topic responsibilities were the posterior's), then ``sync_state()``; and every document's
+``gamma`` starts from the same vector, ``1`` (the mean of gensim's draw), in training as in inference.  Nothing
+is then random: fits with different seeds are identical.  ``init="random"`` is gensim's seeded start
+(``random_state=seed``), as before.
+
+Inference for a scored document starts ``gamma`` from a fixed vector too, the same for every document: ``1``
+after ``init="nmf"``, else ``seed``'s first draw (gensim's first row of ``RandomState(seed)``), so a document's
+posterior depends on its words only, not on its batch or its place in it -- identical to ``inference([bow])``
+with that start (what the tests check).
+
+Convergence report.  After each pass the per-word bound of the training corpus,
+``b = ELBO(corpus) / tokens`` (gensim's ``log_perplexity``: the variational lower bound on
+``log p(corpus)`` per token, documents inferred from the fixed start above, so the report does not draw from
+the training's random stream), is kept in ``bound_trace_``; the fit has converged when the last pass changed
+it by at most ``tol`` relative, ``|b_P - b_{P-1}| <= tol |b_P|``; otherwise ``fit_warnings`` says so.
 
 Files (pickle-free; gensim's own ``save`` pickles): ``lda/expElogbeta.npy`` (what inference uses),
 ``lda/lambda.npy`` (the variational topic-word parameters, for :func:`top_words`), ``lda/alpha.npy``,
@@ -58,6 +74,8 @@ from critic.critic import Critic, Projection
 from critic.document import Document
 from critic.registry import register_critic
 
+from .nmf import nmf_topics
+
 __all__ = ["LdaCodeMixCritic", "tokenize", "topic_purity", "TopicPurity", "top_words", "topic_labels",
            "TOKEN_PATTERN"]
 
@@ -73,11 +91,14 @@ def tokenize(text: str) -> list[str]:
 
 
 class _SameStart:
-    """Stands in for ``LdaModel.random_state`` during inference: every document's ``gamma`` starts from
-    the same draw (the first row ``RandomState(seed).gamma(100, 1/100, (n, M))`` would give)."""
+    """Stands in for ``LdaModel.random_state``: every document's ``gamma`` starts from the same row ``(1, M)``
+    where gensim draws ``gamma(100, 1/100, (n, M))``, and the jitter gensim adds to ``alpha`` when it logs
+    topics (``rand``) is 0.  ``init``: ``"nmf"`` starts from ``1`` (the draw's mean), ``"random"`` from the first
+    row ``RandomState(seed)`` would give."""
 
-    def __init__(self, seed: int, num_topics: int):
-        self.row = np.random.RandomState(seed).gamma(100.0, 1.0 / 100.0, (1, num_topics))
+    def __init__(self, init: str, seed: int, num_topics: int):
+        self.row = (np.ones((1, num_topics)) if init == "nmf" else
+                    np.random.RandomState(seed).gamma(100.0, 1.0 / 100.0, (1, num_topics)))
 
     def gamma(self, shape, scale, size):
         n, m = size
@@ -85,6 +106,44 @@ class _SameStart:
             raise RuntimeError(f"unexpected draw gamma({shape}, {scale}, {size}) in gensim's inference; "
                                "this critic was written for gensim 4.x")
         return np.repeat(self.row, n, axis=0)
+
+    def rand(self, n: int) -> np.ndarray:
+        return np.zeros(n)
+
+
+def _with_start(model, start: _SameStart, call):
+    """``call()`` with ``model.random_state`` replaced by ``start`` (restored after)."""
+    saved = model.random_state
+    model.random_state = start
+    try:
+        return call()
+    finally:
+        model.random_state = saved
+
+
+class _PassBound:
+    """A gensim training callback metric: after each pass, the per-word bound of the training ``corpus``
+    (``log_perplexity``) with every document's ``gamma`` started from ``start``; kept in ``values``."""
+
+    logger = None  # gensim's Callback: neither shell nor visdom logging
+    title = "per-word bound"
+
+    def __init__(self, corpus, start: _SameStart):
+        self.corpus, self.start, self.values = corpus, start, []
+
+    def __str__(self) -> str:
+        return self.title
+
+    def get_value(self, model, **_) -> float:
+        value = _per_word_bound(model, self.corpus, self.start)
+        self.values.append(value)
+        return value
+
+
+def _per_word_bound(model, corpus, start: _SameStart) -> float:
+    """gensim's ``log_perplexity`` of ``corpus`` (bags of words): ``ELBO / tokens``, every document's ``gamma``
+    inferred from ``start``."""
+    return float(_with_start(model, start, lambda: model.log_perplexity(corpus)))
 
 
 @register_critic("lda")
@@ -97,7 +156,13 @@ class LdaCodeMixCritic(Critic):
     symmetric ``1/num_topics``; the paper fixed 0.01 for MALLET, which with gensim's variational
     inference on 300 summaries per language flagged code-mixing worse: AUC 0.82-0.87 against 0.97-0.99),
     ``gamma_threshold`` (inference convergence),
-    ``no_below`` / ``no_above`` / ``keep_n`` (the dictionary filter), ``seed``.
+    ``no_below`` / ``no_above`` / ``keep_n`` (the dictionary filter), ``seed``, ``init`` (``"nmf"``: topics from
+    KL-NMF of the counts and fixed ``gamma`` starts, the same fit for every seed; ``"random"``: gensim's seeded
+    random start), ``tol`` (the fit has converged when the last pass changed the per-word training bound by at
+    most ``tol`` relative).
+
+    Fitted state: ``model_``, ``dictionary_``, ``fit_init_``, ``bound_trace_`` (the per-word training bound after
+    each pass), ``fit_passes_``, ``fit_converged_``, ``training_docs_`` / ``training_skipped_``.
     """
 
     batch_size = 512
@@ -106,7 +171,8 @@ class LdaCodeMixCritic(Critic):
 
     def __init__(self, *, num_topics: int = 3, passes: int = 10, iterations: int = 100, chunksize: int = 2000,
                  decay: float = 0.5, offset: float = 1.0, eta: float | None = None, gamma_threshold: float = 1e-4,
-                 no_below: int = 2, no_above: float = 0.95, keep_n: int = 100_000, seed: int = 0):
+                 no_below: int = 2, no_above: float = 0.95, keep_n: int = 100_000, seed: int = 0,
+                 init: str = "nmf", tol: float = 1e-4):
         self.num_topics = num_topics
         self.passes = passes
         self.iterations = iterations
@@ -119,6 +185,8 @@ class LdaCodeMixCritic(Critic):
         self.no_above = no_above
         self.keep_n = keep_n
         self.seed = seed
+        self.init = init
+        self.tol = tol
 
     def _check_params(self) -> None:
         for name in ("num_topics", "passes", "iterations", "chunksize", "no_below", "keep_n", "seed"):
@@ -133,6 +201,10 @@ class LdaCodeMixCritic(Critic):
             raise ValueError(f"eta must be None or a positive number, got {self.eta!r}")
         if not 0.5 <= self.decay <= 1:
             raise ValueError(f"decay must be in [0.5, 1], got {self.decay!r}")
+        if self.init not in ("nmf", "random"):
+            raise ValueError(f"init must be 'nmf' or 'random', got {self.init!r}")
+        if not (isinstance(self.tol, (int, float)) and self.tol > 0):
+            raise ValueError(f"tol must be a positive number, got {self.tol!r}")
 
     # ------------------------------------------------------------------ words
     def bows(self, docs: Sequence[Document]) -> tuple[list[list[tuple[int, int]]], list[int], list[int]]:
@@ -154,14 +226,18 @@ class LdaCodeMixCritic(Critic):
             return np.zeros((0, self.num_topics))
         if any(not len(b) for b in bows):
             raise ValueError("gamma() needs bags with at least one known word")
-        model = self.model_
-        saved = model.random_state
-        model.random_state = _SameStart(self.seed, self.num_topics)
-        try:
-            gamma, _ = model.inference(list(bows))
-        finally:
-            model.random_state = saved
+        start = _SameStart(self.fit_init_, self.seed, self.num_topics)
+        gamma, _ = _with_start(self.model_, start, lambda: self.model_.inference(list(bows)))
         return np.asarray(gamma, dtype=np.float64)
+
+    def per_word_bound(self, docs: Sequence[Document]) -> float:
+        """The variational lower bound on ``log p(docs)`` per known token, ``ELBO / tokens`` (gensim's
+        ``log_perplexity``, each document inferred from the fixed start of :meth:`gamma`): on held-out documents,
+        the held-out log-likelihood per token of the fit.  Documents with no known word are left out."""
+        bows = [b for b in self.bows(docs)[0] if b]
+        if not bows:
+            raise ValueError(f"none of the {len(docs)} documents has a word in the LDA dictionary")
+        return _per_word_bound(self.model_, bows, _SameStart(self.fit_init_, self.seed, self.num_topics))
 
     @property
     def alpha_(self) -> np.ndarray:
@@ -170,8 +246,9 @@ class LdaCodeMixCritic(Critic):
 
     # ------------------------------------------------------------------ fit
     def fit(self, docs: Sequence[Document], *, validation: Sequence[Document] | None = None) -> "LdaCodeMixCritic":
-        """Build the dictionary and train the LDA model on ``docs``; documents left with no word after
-        the dictionary filter are counted in ``training_skipped_``.  ``validation`` is not used."""
+        """Build the dictionary and train the LDA model on ``docs`` from the ``init`` start, keeping the per-word
+        training bound after each pass (see the module docstring); documents left with no word after the
+        dictionary filter are counted in ``training_skipped_``.  ``validation`` is not used."""
         from gensim.corpora import Dictionary
         from gensim.models import LdaModel
 
@@ -192,12 +269,26 @@ class LdaCodeMixCritic(Critic):
                                    f"none of its {len(tokens)} tokens is in the dictionary")
         if not corpus:
             raise ValueError(f"no training document has a word in the dictionary ({len(skipped)} skipped)")
-        model = LdaModel(corpus=corpus, id2word=dictionary, num_topics=self.num_topics, alpha="auto",
+        start = _SameStart(self.init, self.seed, self.num_topics)
+        bound = _PassBound(corpus, start)
+        model = LdaModel(corpus=None, id2word=dictionary, num_topics=self.num_topics, alpha="auto",
                          eta=self.eta, passes=self.passes, iterations=self.iterations, chunksize=self.chunksize,
                          decay=self.decay, offset=self.offset, gamma_threshold=self.gamma_threshold,
-                         update_every=1, eval_every=None, random_state=self.seed, dtype=np.float64)
+                         update_every=1, eval_every=None, random_state=self.seed, dtype=np.float64,
+                         callbacks=[bound])
+        if self.init == "nmf":
+            phi, tokens = nmf_topics(_count_matrix(corpus, len(dictionary)), self.num_topics)
+            model.state.sstats[...] = tokens[:, None] * phi
+            model.sync_state()
+            model.random_state = start
+        model.update(corpus)
+        model.callbacks = None
         self.dictionary_ = dictionary
         self.model_ = model
+        self.fit_init_ = self.init
+        self.bound_trace_ = list(bound.values)
+        self.fit_passes_ = len(self.bound_trace_)
+        self.fit_converged_ = _converged(self.bound_trace_, self.tol)
         self.training_documents_ = len(corpus)
         self.training_tokens_ = int(sum(c for bow in corpus for _, c in bow))
         self.training_skipped_ = skipped
@@ -251,10 +342,35 @@ class LdaCodeMixCritic(Critic):
     def training_used(self) -> int | None:
         return self.training_docs_
 
+    def _fit_words(self) -> str:
+        if not self.bound_trace_:
+            return f"gensim LDA from {self.fit_init_} init; no convergence report (saved before it was kept)"
+        trace = self.bound_trace_
+        change = (f", last pass changed it by {_relative_change(trace):.1e} relative" if len(trace) >= 2 else "")
+        verdict = "converged" if self.fit_converged_ else f"NOT converged (tol {self.tol:g})"
+        return (f"gensim LDA from {self.fit_init_} init, {self.fit_passes_} passes, per-word training bound "
+                f"{trace[-1]:.4f}{change}, {verdict}")
+
+    def fit_summary(self, n_documents: int) -> str:
+        """The base class's summary and the fit: init, passes, final per-word bound, converged or not."""
+        self._require_fitted()
+        return f"{super().fit_summary(n_documents)}; fit: {self._fit_words()}"
+
+    def fit_warnings(self) -> list[str]:
+        """Warns when the per-word training bound still changed by more than ``tol`` relative over the last
+        pass (or there was one pass only): the topics, ``alpha`` and so every Latent NLL may still move."""
+        self._require_fitted()
+        warnings = super().fit_warnings()
+        if self.fit_converged_ is False:
+            warnings.append(f"the LDA fit did not converge ({self._fit_words()}): the per-word training bound "
+                            f"changed by more than tol={self.tol:g} relative over the last pass; raise passes or tol")
+        return warnings
+
     def _get_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         return {"training_documents": self.training_documents_, "training_tokens": self.training_tokens_,
                 "training_skipped": self.training_skipped_, "training_docs": self.training_docs_,
-                "vocabulary": len(self.dictionary_)}, {}
+                "vocabulary": len(self.dictionary_), "fit_init": self.fit_init_, "bound_trace": self.bound_trace_,
+                "fit_converged": self.fit_converged_}, {}
 
     def _set_state(self, state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
         self._check_params()
@@ -263,6 +379,14 @@ class LdaCodeMixCritic(Critic):
         self.training_skipped_ = dict(state["training_skipped"])
         self.training_docs_ = state.get("training_docs")  # None in saves from before it was kept
         self._vocabulary = int(state["vocabulary"])
+        # saves from before the convergence report: gensim's random start, no report (converged unknown)
+        self.fit_init_ = str(state.get("fit_init", "random"))
+        if self.fit_init_ not in ("nmf", "random"):
+            raise ValueError(f"fit_init must be 'nmf' or 'random', got {self.fit_init_!r}")
+        self.bound_trace_ = [float(b) for b in state.get("bound_trace", [])]
+        self.fit_passes_ = len(self.bound_trace_)
+        converged = state.get("fit_converged")
+        self.fit_converged_ = None if converged is None else bool(converged)
 
     def _save_files(self, directory: Path) -> None:
         folder = directory / "lda"
@@ -311,6 +435,26 @@ class LdaCodeMixCritic(Critic):
         model.expElogbeta = arrays["expElogbeta"]
         self.dictionary_ = dictionary
         self.model_ = model
+
+
+def _count_matrix(corpus: Sequence[Sequence[tuple[int, int]]], num_words: int):
+    """The bags of words as a sparse document-word count matrix ``(N, V)`` (CSR)."""
+    import scipy.sparse as sp
+
+    indptr = np.cumsum([0] + [len(bow) for bow in corpus])
+    ids = np.fromiter((w for bow in corpus for w, _ in bow), dtype=np.int64, count=int(indptr[-1]))
+    counts = np.fromiter((c for bow in corpus for _, c in bow), dtype=np.float64, count=int(indptr[-1]))
+    return sp.csr_matrix((counts, ids, indptr), shape=(len(corpus), num_words))
+
+
+def _relative_change(trace: Sequence[float]) -> float:
+    """``|b_P - b_{P-1}| / |b_P|`` of the last two passes."""
+    return abs(trace[-1] - trace[-2]) / abs(trace[-1])
+
+
+def _converged(trace: Sequence[float], tol: float) -> bool:
+    """The relative-change rule: at least two passes and ``|b_P - b_{P-1}| <= tol |b_P|``."""
+    return len(trace) >= 2 and _relative_change(trace) <= tol
 
 
 # ---------------------------------------------------------------------- table 10 and purity

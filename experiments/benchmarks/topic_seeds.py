@@ -1,7 +1,8 @@
 """Benchmark: do the topic critics' fits reproduce across seeds (issue 21)?
 
     python -m experiments.benchmarks.topic_seeds [--docs 1000] [--heldout 400] [--topics 10] [--seeds 3]
-        [--configs today,new] [--no-lda] [--corpus wiki|synthetic] [--threads 1] [--json out.json]
+        [--configs today,new] [--lda-configs today,new] [--no-lda] [--corpus wiki|synthetic] [--threads 1]
+        [--json out.json]
 
 Fits each configuration of the CTM critic (:class:`critics.topics.CorrelatedTopicCritic`, the vocabulary of
 app. F: its default vocabulary settings) with ``--seeds`` seeds (0, 1, ...) on the first ``--docs`` English
@@ -24,9 +25,17 @@ it took, whether it converged, and its seconds.  Configurations (``--configs``, 
 * ``em-random``: variational EM from the random init (what EM alone does for reproducibility);
 * ``svi-nmf``: SVI from the NMF init with closed-form ``mu, Sigma`` once per pass.
 
-Then the same for the LDA critic (:class:`critics.topics.LdaCodeMixCritic`, gensim, its default settings with
-``--topics`` topics; held-out log-likelihood per token from gensim's ``log_perplexity``, its bound), unless
-``--no-lda``.  Threads: ``--threads`` (1) for torch.
+Then the same for the LDA critic (:class:`critics.topics.LdaCodeMixCritic`, gensim, ``--topics`` topics, its
+other settings the defaults), unless ``--no-lda``, per configuration of ``--lda-configs``:
+
+* ``today``: gensim's random start (``init="random"``), the default before issue 21;
+* ``new``: the deterministic start, topics from KL-NMF of the counts (``init="nmf"``);
+* ``today-long``: the random start with 40 passes instead of 10 (what more passes alone do).
+
+For the LDA the mean-only score is ``-log Dir(E[z]; alpha)``, the held-out log-likelihood per token is the
+critic's :meth:`~critics.topics.LdaCodeMixCritic.per_word_bound` (gensim's ``log_perplexity``, its bound) and the
+steps are the passes, converged by the critic's relative-change rule on the per-word training bound.  Give
+``--configs ""`` to fit only the LDA.  Threads: ``--threads`` (1) for torch.
 """
 
 from __future__ import annotations
@@ -40,7 +49,7 @@ import numpy as np
 
 from critic.io import atomic_write_text
 
-__all__ = ["CONFIGS", "agreement", "main", "synthetic_documents"]
+__all__ = ["CONFIGS", "LDA_CONFIGS", "agreement", "main", "synthetic_documents"]
 
 CONFIGS = {
     "today": {"fit_method": "svi", "init": "random"},
@@ -49,6 +58,13 @@ CONFIGS = {
     "svi-nmf": {"fit_method": "svi", "init": "nmf", "prior_step": "closed-form"},
 }
 """CTM critic settings per configuration (on top of ``num_topics`` and ``seed``)."""
+
+LDA_CONFIGS = {
+    "today": {"init": "random"},
+    "new": {"init": "nmf"},
+    "today-long": {"init": "random", "passes": 40},
+}
+"""LDA critic settings per configuration (on top of ``num_topics`` and ``seed``)."""
 
 TOP = 20
 """Outliers: the documents with the highest exact Latent NLL."""
@@ -118,16 +134,15 @@ def _ctm_fit(train, heldout, topics: int, seed: int, settings: dict) -> dict:
             "final_elbo": critic.elbo_trace_[-1], "sigma_trace": float(torch.trace(g.sigma.double()))}
 
 
-def _lda_fit(train, heldout, topics: int, seed: int) -> dict:
+def _lda_fit(train, heldout, topics: int, seed: int, settings: dict) -> dict:
     import torch
 
     from critics.topics import LdaCodeMixCritic
 
     start = time.perf_counter()
-    critic = LdaCodeMixCritic(num_topics=topics, seed=seed).fit(train)
+    critic = LdaCodeMixCritic(num_topics=topics, seed=seed, **settings).fit(train)
     seconds = time.perf_counter() - start
     proj = critic.project(heldout)
-    keep = [d for d in heldout if d.id not in proj.failures]
     if proj.failures:
         raise RuntimeError(f"held-out documents failed: {dict(list(proj.failures.items())[:3])}")
     gamma = proj.posterior.concentration.double()
@@ -136,17 +151,17 @@ def _lda_fit(train, heldout, topics: int, seed: int) -> dict:
     exact = (-torch.lgamma(alpha.sum()) + torch.lgamma(alpha).sum()
              - ((alpha - 1) * (torch.digamma(gamma) - torch.digamma(gamma.sum(-1, keepdim=True)))).sum(-1))
     mean = gamma / gamma.sum(-1, keepdim=True)
-    bows, _, _ = critic.bows(keep)
     return {"exact": exact.numpy(), "mean_only": (-prior.log_prob(mean)).numpy(),
             "topics": np.asarray(critic.model_.get_topics(), dtype=np.float64),
-            "heldout_ll_per_token": float(critic.model_.log_perplexity(bows)), "steps": critic.passes,
-            "converged": None, "seconds": seconds}
+            "heldout_ll_per_token": critic.per_word_bound(heldout), "steps": critic.fit_passes_,
+            "converged": critic.fit_converged_, "seconds": seconds, "final_bound": critic.bound_trace_[-1]}
 
 
 def _print_block(label: str, fits: list[dict], agree: dict) -> None:
     print(f"{label}:")
     for seed, f in enumerate(fits):
-        extra = f", trace(Sigma) {f['sigma_trace']:.2f}" if "sigma_trace" in f else ""
+        extra = (f", trace(Sigma) {f['sigma_trace']:.2f}" if "sigma_trace" in f else
+                 f", per-word training bound {f['final_bound']:.4f}" if "final_bound" in f else "")
         print(f"  seed {seed}: {f['seconds']:.1f} s, {f['steps']} steps, converged {f['converged']}, "
               f"held-out log-lik/token {f['heldout_ll_per_token']:.4f}{extra}")
     lls = [f["heldout_ll_per_token"] for f in fits]
@@ -164,6 +179,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--topics", type=int, default=10)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--configs", default="today,new", help=f"comma-separated, of {', '.join(CONFIGS)}")
+    ap.add_argument("--lda-configs", default="today,new", help=f"comma-separated, of {', '.join(LDA_CONFIGS)}")
     ap.add_argument("--no-lda", action="store_true", help="skip the LDA critic")
     ap.add_argument("--corpus", choices=("wiki", "synthetic"), default="wiki")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
@@ -175,9 +191,11 @@ def main(argv=None) -> dict:
 
     torch.set_num_threads(args.threads)
     configs = [c for c in args.configs.split(",") if c]
-    unknown = [c for c in configs if c not in CONFIGS]
-    if unknown:
-        ap.error(f"unknown configuration(s) {unknown}; choose from {list(CONFIGS)}")
+    lda_configs = [] if args.no_lda else [c for c in args.lda_configs.split(",") if c]
+    for names, known in ((configs, CONFIGS), (lda_configs, LDA_CONFIGS)):
+        unknown = [c for c in names if c not in known]
+        if unknown:
+            ap.error(f"unknown configuration(s) {unknown}; choose from {list(known)}")
     extra = {}
     for item in args.set:
         name, _, value = item.partition("=")
@@ -194,19 +212,19 @@ def main(argv=None) -> dict:
     print(f"topic_seeds: {args.corpus}, {len(train)} training and {len(heldout)} held-out documents, "
           f"K = {args.topics}, seeds 0..{args.seeds - 1}, {args.threads} thread(s)")
     out = {"corpus": args.corpus, "docs": len(train), "heldout": len(heldout), "topics": args.topics,
-           "seeds": args.seeds, "settings": extra, "ctm": {}, "lda": None}
+           "seeds": args.seeds, "settings": extra, "ctm": {}, "lda": {}}
     for name in configs:
         fits = [_ctm_fit(train, heldout, args.topics, seed, {**CONFIGS[name], **extra}) for seed in range(args.seeds)]
         agree = agreement(fits)
         _print_block(f"ctm {name} {CONFIGS[name] or '(critic defaults)'}", fits, agree)
         out["ctm"][name] = {"agreement": agree, "fits": [{k: v for k, v in f.items() if k not in
                                                           ("exact", "mean_only", "topics")} for f in fits]}
-    if not args.no_lda:
-        fits = [_lda_fit(train, heldout, args.topics, seed) for seed in range(args.seeds)]
+    for name in lda_configs:
+        fits = [_lda_fit(train, heldout, args.topics, seed, LDA_CONFIGS[name]) for seed in range(args.seeds)]
         agree = agreement(fits)
-        _print_block("lda (critic defaults)", fits, agree)
-        out["lda"] = {"agreement": agree, "fits": [{k: v for k, v in f.items() if k not in
-                                                    ("exact", "mean_only", "topics")} for f in fits]}
+        _print_block(f"lda {name} {LDA_CONFIGS[name]}", fits, agree)
+        out["lda"][name] = {"agreement": agree, "fits": [{k: v for k, v in f.items() if k not in
+                                                          ("exact", "mean_only", "topics")} for f in fits]}
     if args.json:
         atomic_write_text(args.json, json.dumps(out, indent=1))
     return out

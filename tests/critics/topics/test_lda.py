@@ -142,18 +142,38 @@ def test_latent_nll_is_the_closed_form_and_agrees_with_monte_carlo(critic, data,
     assert np.all(np.abs(estimate - scores.latent_nll) < 3 * stderr), (estimate, scores.latent_nll, stderr)
 
 
-def test_gamma_is_gensims_inference(critic, data, mixed):
+class Ones:
+    """Where gensim draws every document's starting gamma ``gamma(100, 1/100, (n, M))``: ones (the draw's mean),
+    the NMF-started critic's start."""
+
+    def gamma(self, shape, scale, size):
+        return np.ones(size)
+
+
+@pytest.fixture(scope="module")
+def random_start_critic(data):
+    return LdaCodeMixCritic(init="random", passes=3).fit([d for lang in LANGUAGES for d in data[lang]["train"]])
+
+
+@pytest.mark.parametrize("which", ["critic", "random_start_critic"])
+def test_gamma_is_gensims_inference(which, data, mixed, request):
+    """Every document starts from the same gamma: ones after the NMF start, else the first draw of gensim's
+    ``RandomState(seed)``."""
+    critic = request.getfixturevalue(which)
+    start = Ones if critic.fit_init_ == "nmf" else (lambda: np.random.RandomState(critic.seed))
     docs = data["es"]["held"][:10] + mixed[:10]
     bows, known, unknown = critic.bows(docs)
     p = critic.project(docs)
     gamma = p.posterior.concentration.numpy()
     alone = []
-    for bow in bows:  # gensim's own inference, one document, random state seeded as the critic's
-        critic.model_.random_state = np.random.RandomState(critic.seed)
+    saved = critic.model_.random_state
+    for bow in bows:  # gensim's own inference, one document, started as the critic's
+        critic.model_.random_state = start()
         alone.append(critic.model_.inference([bow])[0][0])
     assert np.array_equal(gamma, np.array(alone))
-    critic.model_.random_state = np.random.RandomState(critic.seed)
+    critic.model_.random_state = start()
     batched, _ = critic.model_.inference(bows)  # plain batched call: the first row starts from the same draw
+    critic.model_.random_state = saved
     assert np.array_equal(gamma[0], batched[0])
     np.testing.assert_allclose(gamma.sum(1), critic.alpha_.sum() + np.array(known), rtol=1e-6)  # gamma includes alpha
     reverse = critic.project(docs[::-1])  # a document's posterior does not depend on its batch
@@ -206,17 +226,18 @@ def test_save_load_roundtrip_is_identical_and_pickle_free(critic, data, mixed, t
 
 
 def test_fit_is_seeded_and_deterministic(data):
+    """gensim's random start is seeded (the NMF start does not depend on the seed: test_lda_fit.py)."""
     train = [d for lang in LANGUAGES for d in data[lang]["train"][:60]]
-    one, two = (LdaCodeMixCritic(passes=2).fit(train) for _ in range(2))
+    one, two = (LdaCodeMixCritic(passes=2, init="random").fit(train) for _ in range(2))
     assert np.array_equal(one.model_.expElogbeta, two.model_.expElogbeta)
     assert np.array_equal(one.alpha_, two.alpha_)
     assert one.state_sha256() == two.state_sha256()
-    other = LdaCodeMixCritic(passes=2, seed=1).fit(train)
+    other = LdaCodeMixCritic(passes=2, seed=1, init="random").fit(train)
     assert not np.array_equal(one.model_.expElogbeta, other.model_.expElogbeta)
 
 
 @pytest.mark.parametrize("bad", [dict(num_topics=1), dict(no_above=0.0), dict(passes=0), dict(eta=-1.0),
-                                 dict(decay=0.2)])
+                                 dict(decay=0.2), dict(init="spectral"), dict(tol=0.0), dict(tol="1e-4")])
 def test_bad_settings_are_refused(bad):
     with pytest.raises(ValueError):
         LdaCodeMixCritic(**bad).fit([doc("a", "the cat")])

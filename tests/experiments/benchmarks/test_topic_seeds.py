@@ -1,5 +1,6 @@
 """The topic-seed reproducibility benchmark runs at toy size (synthetic documents from a known CTM): every
-configuration and the LDA critic are fitted per seed, and the agreement figures are what their definition says."""
+configuration of the CTM and LDA critics is fitted per seed, and the agreement figures are what their definition
+says."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ def test_benchmark_toy_scale(tmp_path, capsys):
     out = tmp_path / "seeds.json"
     res = main(["--corpus", "synthetic", "--docs", "150", "--heldout", "40", "--topics", "4", "--seeds", "2",
                 "--configs", "today,new", "--set", "steps=60", "--set", "em_iterations=15", "--json", str(out)])
-    assert set(res["ctm"]) == {"today", "new"} and res["lda"] is not None
-    for block in (*res["ctm"].values(), res["lda"]):
+    assert set(res["ctm"]) == {"today", "new"} and set(res["lda"]) == {"today", "new"}   # --lda-configs default
+    for block in (*res["ctm"].values(), *res["lda"].values()):
         assert len(block["fits"]) == 2
         for name in ("corr_exact", "corr_mean_only", "top_overlap", "topic_cosine"):
             assert len(block["agreement"][name]["pairs"]) == 1          # two seeds: one pair
@@ -25,9 +26,24 @@ def test_benchmark_toy_scale(tmp_path, capsys):
     new = res["ctm"]["new"]
     assert all(f["steps"] <= 15 for f in new["fits"]) and all(f["steps"] <= 60 for f in res["ctm"]["today"]["fits"])
     assert new["agreement"]["corr_exact"]["min"] > 0.9                  # the EM + NMF fit reproduces on toy data
+    lda = res["lda"]["new"]                                              # the NMF start: one fit for every seed
+    assert lda["agreement"]["corr_exact"]["min"] == pytest.approx(1.0, abs=1e-12)
+    assert lda["agreement"]["top_overlap"]["min"] == 20
+    assert lda["agreement"]["topic_cosine"]["min"] == pytest.approx(1.0)
+    assert len({f["heldout_ll_per_token"] for f in lda["fits"]}) == 1
+    assert all(f["steps"] == 10 and isinstance(f["converged"], bool) for b in res["lda"].values() for f in b["fits"])
     assert json.loads(out.read_text()) == json.loads(json.dumps(res))
     printed = capsys.readouterr().out
-    assert "ctm new" in printed and "top-20 outlier overlap" in printed and "lda" in printed
+    assert "ctm new" in printed and "top-20 outlier overlap" in printed and "lda new {'init': 'nmf'}" in printed
+
+
+def test_lda_only_and_bad_configurations():
+    res = main(["--corpus", "synthetic", "--docs", "100", "--heldout", "30", "--topics", "3", "--seeds", "2",
+                "--configs", "", "--lda-configs", "today"])
+    assert res["ctm"] == {} and set(res["lda"]) == {"today"}
+    assert main(["--corpus", "synthetic", "--docs", "100", "--heldout", "30", "--configs", "", "--no-lda"])["lda"] == {}
+    with pytest.raises(SystemExit):
+        main(["--corpus", "synthetic", "--lda-configs", "spectral"])
 
 
 def test_agreement_by_hand():
