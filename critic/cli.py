@@ -374,8 +374,7 @@ def _called(args, what: str, *leading):
 def cmd_data_convert(args) -> int:
     from collections import Counter
 
-    from .corpora.ids import unique_ids
-    from .document import DocumentError, write_jsonl
+    from .document import DocumentError, unique_ids, write_jsonl
 
     counts: Counter = Counter()
     docs = list(_called(args, f"format {args.format!r}", args.input, counts))

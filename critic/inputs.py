@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .document import Document, DocumentError, Section, _json_type, collector_paused, iter_json_lines, iter_jsonl
-from .registry import register_converter
 
 __all__ = ["InputOptions", "ReadReport", "InputFormat", "FORMATS", "iter_documents", "read_documents",
            "detect_format", "split_sections", "add_arguments", "options_from_args", "read_with_args"]
@@ -596,26 +595,3 @@ def read_with_args(args, path: str | Path, name: str | None = None, *, detect: b
     if report.skipped or report.generated_ids:
         print(f"critic: {report.summary()}", file=sys.stderr)
     return docs, {"path": str(path), **report.to_dict()}
-
-
-# ------------------------------------------------------------------ corpus formats for `critic data convert`
-def _convert_cohan(path: Path, report: Counter) -> Iterator[Document]:
-    """Their train.txt, val.txt or test.txt: one article a line, {"article_id", "abstract_text", "section_names",
-    "sections"}; each named section becomes a section, the abstract goes to the metadata."""
-    from .corpora.cohan import iter_cohan
-
-    for doc in iter_cohan(path):
-        report["kept"] += 1
-        yield doc
-
-
-def _convert_wikipedia(path: Path, report: Counter) -> Iterator[Document]:
-    """Articles with their section titles (needs mwparserfromhell); pages of other namespaces, redirects,
-    disambiguation pages, years and pages without text are left out and counted."""
-    from .corpora.wikipedia import iter_wikipedia
-
-    return iter_wikipedia(path, report)
-
-
-register_converter("cohan", _convert_cohan, "arXiv/PubMed JSON lines of Cohan et al. (2018)")
-register_converter("wikipedia", _convert_wikipedia, "a Wikipedia pages-articles dump, XML or XML.bz2")

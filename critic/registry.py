@@ -68,9 +68,10 @@ __all__ = [
 PLUGIN_GROUP = "critic.plugins"
 PLUGINS_ENV = "CRITIC_PLUGINS"
 """Environment variable: a user's plugin modules or ``.py`` files, ``os.pathsep``-separated."""
-BUILTIN_MODULES = ("critic.corpora", "critic.report_runner", "critic.inputs")
-"""Core modules that register built-in entries (the man-page corpus, the ``report`` runner, the formats of
-``critic data convert``).  The core's commands are registered by :mod:`critic.cli` itself."""
+BUILTIN_MODULES = ("critic.corpora", "critic.report_runner")
+"""Modules that register built-in entries: the toolkit's corpora (``critic data build`` builders and ``critic
+data convert`` formats) and the core's ``report`` runner.  The core's commands are registered by
+:mod:`critic.cli` itself."""
 
 _CRITICS: dict[str, type] = {}
 _METRICS: dict[str, "MetricEntry"] = {}

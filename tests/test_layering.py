@@ -101,3 +101,27 @@ def test_the_command_line_finds_its_commands_through_the_registry():
     graph = _graph("critic")
     assert sorted(t for t in graph["critic.cli"] if t.startswith("critic.lm")) == []
     assert sorted(name for name, targets in graph.items() if "critic.cli" in targets) == []
+
+
+TOOLKIT = ("critic.lm", "critic.corpora")
+"""The toolkit: what studies and critics share but the Critic contract does not (LMs, encoders, the offline
+model files, corpora).  It imports the core; the core reaches it only through the registry (built-in plugins,
+``"module:function"`` references)."""
+
+
+def test_the_core_imports_nothing_of_the_toolkit():
+    graph = _graph("critic")
+    core = [name for name in graph if not name.startswith(TOOLKIT)]
+    assert "critic.cli" in core and "critic.lm.model" not in core
+    into_toolkit = sorted(f"{name} -> {target}" for name in core for target in graph[name]
+                          if target.startswith(TOOLKIT))
+    assert into_toolkit == []
+
+
+def test_the_critics_share_the_toolkit_s_encoders_not_the_metrics_plugin_s():
+    """The section critic's encoder comes from the toolkit (critic.lm.encoders); only the metrics use their
+    own BERTScore and spaCy module."""
+    graph = _graph("critics")
+    assert "critic.lm.encoders" in graph["critics.sections.classifier"]
+    assert sorted(name for name, targets in graph.items() if "critics.metrics.encoders" in targets
+                  and not name.startswith("critics.metrics")) == []

@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Annotated, Iterable, Sequence
 
 from ..config import Range
-from ..document import Document, DocumentError, Section, write_jsonl
+from ..document import Document, DocumentError, Section, unique_ids, write_jsonl
 from ..io import atomic_write_text
 from .dpkg import dpkg_query, have_dpkg
-from .ids import unique_ids
 
 __all__ = ["parse_roff", "find_manpage_files", "load_manpages", "split_of", "build_manpages", "write_splits",
            "ensure_manpages_installed", "install_debian_packages", "BuildReport"]

@@ -47,10 +47,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from ..document import Document, DocumentError, write_jsonl
+from ..document import Document, DocumentError, unique_ids, write_jsonl
 from ..io import atomic_write_text
 from .dpkg import dpkg_query, have_dpkg
-from .ids import unique_ids
 from .manpages import (BuildReport, check_split_fractions, install_debian_packages, MAN_ROOT, _page_name,
                        parse_roff, _read_source, split_of, SplitFraction)
 

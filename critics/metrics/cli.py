@@ -205,7 +205,7 @@ def _align_gold_order(*, pred_jsonl: PredDocs, gold_jsonl: GoldDocs, model: Enco
 
 def _coherence_lambda(*, jsonl: Documents, lam: Lam = 0.5, model: Encoder = None) -> dict:
     """coherence-lambda of each document's sentences."""
-    from .encoders import SentenceEncoder
+    from critic.lm.encoders import SentenceEncoder
     from .text import coherence_lambda_text
 
     docs = _documents(jsonl)

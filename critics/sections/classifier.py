@@ -362,7 +362,7 @@ class EncoderClassifier(SectionClassifier):
     3 ``epochs``, seeded), in fp32; the encoder and its tokenizer are saved in ``encoder/``.
 
     ``model``: a Hugging Face name or folder (``None``: the bundled all-MiniLM-L6-v2, see
-    :func:`critics.metrics.encoders.resolve_encoder`).  ``precision``: ``"bf16"`` runs inference
+    :func:`critic.lm.encoders.resolve_encoder`).  ``precision``: ``"bf16"`` runs inference
     under bf16 autocast (one context over all batches, so each weight is cast once per call),
     ``"fp32"`` without, ``"auto"`` bf16 where :func:`bf16_supported` says it works.  Texts are
     sorted by token count and cut into batches of ``batch_size``, so a batch pads little.
@@ -400,9 +400,9 @@ class EncoderClassifier(SectionClassifier):
         """(tokenizer, encoder): the fine-tuned one, else the shared frozen one of ``model``."""
         if getattr(self, "encoder_", None) is not None:
             return self.tokenizer_, self.encoder_
-        from critics.metrics.encoders import _encoder, resolve_encoder
+        from critic.lm.encoders import load_encoder, resolve_encoder
 
-        return _encoder(resolve_encoder(self.model), self.device)
+        return load_encoder(resolve_encoder(self.model), self.device)
 
     def _pooled(self, net, ids: list[list[int]], rows: list[int], pad: int) -> torch.Tensor:
         """``(len(rows), D)`` mean-pooled states of the texts ``rows``, padded to the longest, on ``device``."""
@@ -448,7 +448,7 @@ class EncoderClassifier(SectionClassifier):
         """App. E: Adam on encoder + linear head, cross-entropy, ``epochs`` passes in shuffled batches."""
         from transformers import AutoModel, AutoTokenizer
 
-        from critics.metrics.encoders import resolve_encoder
+        from critic.lm.encoders import resolve_encoder
 
         path = resolve_encoder(self.model)
         tok = AutoTokenizer.from_pretrained(path)

@@ -67,7 +67,7 @@ class PerDocumentBertScore:
         from bert_score import BERTScorer
         from transformers import AutoConfig
 
-        from critics.metrics.encoders import resolve_encoder
+        from critic.lm.encoders import resolve_encoder
 
         model = resolve_encoder(None)
         self.batch_size = batch_size

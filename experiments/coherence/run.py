@@ -162,7 +162,7 @@ def _report(run: Pipeline, stage: Stage, corpus: str, filtered: Stage, critic_st
                                 if cand else float("nan"))
         result.add_statistic("pdd", pdd_values, reasons={n: "no generation could be projected" for n in generated})
         if settings["mauve"]:
-            from critics.metrics.encoders import SentenceEncoder
+            from critic.lm.encoders import SentenceEncoder
             from critics.metrics.mauve import mauve_score
 
             encoder = SentenceEncoder(device=run.device)

@@ -89,7 +89,7 @@ def test_cli_convert_cohan(tmp_path, capsys):
 
 
 def test_unique_ids_rename_repeats_deterministically():
-    from critic.corpora.ids import unique_ids
+    from critic.document import unique_ids
     from critic.document import Document, Section
 
     docs = [Document(i, (Section("t", "x"),)) for i in ("a", "b", "a", "a#2", "a")]

@@ -153,7 +153,8 @@ SENTENCES = ["The cat sat on the mat.", "A dog barked at the mailman.", "Stocks 
 def test_batched_ordered_bertscore_equals_the_per_document_path():
     from bert_score import BERTScorer
 
-    from critics.metrics.encoders import BertScoreSimilarity, resolve_encoder
+    from critic.lm.encoders import resolve_encoder
+    from critics.metrics.encoders import BertScoreSimilarity
     from critics.metrics.text import ordered_bertscore_text, ordered_bertscore_texts
 
     golds = [SENTENCES[:3], SENTENCES[2:], SENTENCES[1:4]]

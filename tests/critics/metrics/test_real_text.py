@@ -206,7 +206,7 @@ def test_shuffled_section_orders_score_lower_on_average(section_matrices, versio
 
 def test_sentence_encoder_matches_sentence_transformers(split_sentences):
     import sentence_transformers as st
-    from critics.metrics.encoders import SentenceEncoder, default_encoder_path
+    from critic.lm.encoders import SentenceEncoder, default_encoder_path
 
     sents = split_sentences[1][:6]
     ours = SentenceEncoder().encode(sents)
