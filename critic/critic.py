@@ -171,7 +171,7 @@ class Critic:
     batches: the unit written, resumed, sharded and sent to a Dask worker; a slow critic lowers it so that a
     chunk is seconds of work and a modest set still spreads over the workers), ``headline`` (the set statistic that fits the latent: ``"latent_ppl"`` for
     discrete chains, ``"latent_nll"`` for continuous latents, where a PPL over
-    ``M(x) = 1`` means nothing) and ``needs`` (what input it needs, for users).
+    ``M(x) = 1`` means nothing), ``needs`` (what input it needs, for users) and ``outlier_statistics``.
     """
 
     name: str = "critic"
@@ -180,6 +180,13 @@ class Critic:
     chunk_documents: int = 8192
     headline: str = "latent_ppl"
     needs: str = "documents"
+    outlier_statistics: tuple[str, ...] = ()
+    """Per-document statistics beside ``T(x)/M(x)`` that the outlier p-value combines with it: names of
+    :attr:`Projection.extras` whose values are finite numbers, larger meaning less typical.  For what a
+    document's latent projection cannot show, such as the share of a document's words a topic model has never
+    seen (its posterior then stays near the prior and ``T(x)`` looks typical).  Each gets a right-tail p-value
+    against the reference like ``T/M``'s; :func:`critic.criticism.outlier_p_values` combines them.  Default:
+    none (the outlier p-value is ``T/M``'s own)."""
 
     def __init_subclass__(cls, **kwargs):
         """A subclass's ``fit`` forgets the hashes of the critic's own files first (see
@@ -398,6 +405,15 @@ class Critic:
         for name, values in projection.extras.items():
             if len(values) != b:
                 raise RuntimeError(f"{where}: extras[{name!r}] has {len(values)} values for {b} documents")
+        for name in self.outlier_statistics:
+            values = projection.extras.get(name)
+            try:
+                finite = values is not None and bool(np.all(np.isfinite(np.asarray(values, dtype=np.float64))))
+            except (TypeError, ValueError):  # not numbers
+                finite = False
+            if not finite:
+                raise RuntimeError(f"{where}: outlier statistic {name!r} must be an extra of finite numbers, got "
+                                   f"{'none' if values is None else list(values)[:3]}")
 
     # -------------------------------------------------------------- settings and state
     def get_params(self) -> dict[str, Any]:

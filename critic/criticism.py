@@ -7,6 +7,8 @@ sets (model samples, corruptions), compute for each set
   p-value of ``T(x)/M(x)`` against the reference documents of similar length (``outlier_score="length"``,
   the default: :func:`critic.stats.size_matched_p_values` on word counts, so a document is not flagged
   for being short or long) or against the whole reference set (``"plain"``, kept beside it either way);
+  for a critic with statistics beside ``T/M`` (:attr:`critic.critic.Critic.outlier_statistics`), the
+  combination of their p-values and ``T/M``'s (:func:`outlier_p_values`), each kept beside it;
 - the Latent NLL (mean of ``T(x)``) with a bootstrap CI and, when ``T(x)`` is
   estimated by Monte Carlo, the standard error of that mean from the samples,
   ``sqrt(sum_x se(x)^2) / n``;
@@ -36,7 +38,7 @@ from .document import Document, documents_sha256
 from .resources import require_memory
 from .results import Comparison, CriticismResult, DocumentResult, SetResult
 
-__all__ = ["criticize", "summarize", "compare", "word_counts", "OUTLIER_SCORES"]
+__all__ = ["criticize", "summarize", "compare", "word_counts", "outlier_p_values", "OUTLIER_SCORES"]
 
 _NAN_PAIR = (float("nan"), float("nan"))
 
@@ -50,11 +52,57 @@ def _plain(value):
     return value
 
 
+def outlier_p_values(reference: np.ndarray, values: np.ndarray, *, reference_words: np.ndarray | None = None,
+                     words: np.ndarray | None = None, outlier_score: str = "length"
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Outlier p-values of documents with statistics ``values (n, J)`` against reference documents' ``reference
+    (n_ref, J)``.
+
+    Column 0 is ``T(x)/M(x)``, the others the critic's :attr:`~critic.critic.Critic.outlier_statistics`; in
+    every column a larger value is less typical.  Column ``j`` has the right-tail empirical p-value ``p_j(x)``
+    against the reference documents of similar word count (``outlier_score="length"`` with ``words`` given:
+    :func:`critic.stats.size_matched_p_values`) or against all of them (``"plain"``:
+    :func:`critic.stats.empirical_p_values`).  The outlier p-value is their Sidak combination
+
+        p(x) = 1 - (1 - min_j p_j(x))^J,
+
+    the chance that the smallest of ``J`` independent uniform p-values is at most ``min_j p_j(x)``: uniform on
+    real documents when the statistics are independent, and under any dependence between them
+    ``P(p <= a) <= J (1 - (1 - a)^(1/J)) <= -log(1 - a)`` (0.0513 at a = 0.05; Bonferroni's bound on the
+    minimum).  With ``J = 1`` it is ``p_1`` itself.
+
+    Returns ``(p, plain, components)``: ``p (n,)`` under ``outlier_score``, ``plain (n,)`` the combination of the
+    plain p-values, and ``components (n, J)`` the columns' own p-values under ``outlier_score``.
+    """
+    reference, values = (np.asarray(a, dtype=np.float64) for a in (reference, values))
+    reference, values = (a[:, None] if a.ndim == 1 else a for a in (reference, values))
+    plain = np.stack([stats.empirical_p_values(reference[:, j], values[:, j]) for j in range(values.shape[1])],
+                     axis=1)
+    matched = plain
+    if outlier_score == "length" and words is not None and len(values):
+        ref_words = words if reference_words is None else reference_words
+        matched = np.stack([stats.size_matched_p_values(reference[:, j], ref_words, values[:, j], words)
+                            for j in range(values.shape[1])], axis=1)
+
+    def combined(p: np.ndarray) -> np.ndarray:
+        return p[:, 0] if p.shape[1] == 1 else 1.0 - (1.0 - p.min(axis=1)) ** p.shape[1]
+
+    return combined(matched), combined(plain), matched
+
+
+def _outlier_columns(scores: Scores, statistics: Sequence[str]) -> np.ndarray:
+    """``(n, 1 + len(statistics))``: each document's ``T/M`` and its values of the named extras (which every
+    projection carries, :meth:`critic.critic.Critic._validate_projection`; a set with no document has none)."""
+    return np.column_stack([scores.latent_nll / scores.latent_steps]
+                           + [np.asarray(scores.extras.get(s, []), dtype=np.float64) for s in statistics])
+
+
 def summarize(
     name: str,
     scores: Scores,
     *,
-    reference_per_step: np.ndarray | None = None,
+    reference_columns: np.ndarray | None = None,
+    statistics: Sequence[str] = (),
     words: np.ndarray | None = None,
     reference_words: np.ndarray | None = None,
     outlier_score: str = "length",
@@ -63,16 +111,14 @@ def summarize(
     seed: int = 0,
     min_documents: int = 10,
 ) -> SetResult:
-    """Set statistics of one set's :class:`Scores` (see module docstring)."""
+    """Set statistics of one set's :class:`Scores` (see module docstring).  ``reference_columns``: the reference
+    documents' ``T/M`` and ``statistics`` (:func:`outlier_p_values`; ``None``: this set is the reference)."""
     per_step = scores.latent_nll / scores.latent_steps
-    ref = per_step if reference_per_step is None else reference_per_step
-    plain = stats.empirical_p_values(ref, per_step) if scores.n else np.zeros(0)
-    if words is None:
-        p_values = plain
-    else:
-        ref_words = words if reference_words is None else reference_words
-        p_values = (stats.size_matched_p_values(ref, ref_words, per_step, words) if outlier_score == "length"
-                    and scores.n else plain)
+    columns = _outlier_columns(scores, statistics)
+    ref = columns if reference_columns is None else reference_columns
+    p_values, plain, components = outlier_p_values(ref, columns, reference_words=reference_words, words=words,
+                                                   outlier_score=outlier_score)
+    names = ["latent_nll_per_step", *statistics]
     stderr = scores.latent_nll_stderr
     docs = [
         DocumentResult(
@@ -86,6 +132,7 @@ def summarize(
             extras={k: _plain(v[i]) for k, v in scores.extras.items()},
             plain_p_value=float(plain[i]),
             words=None if words is None else int(words[i]),
+            p_values=dict(zip(names, components[i].tolist())) if statistics else None,
         )
         for i, doc_id in enumerate(scores.doc_ids)
     ]
@@ -210,10 +257,11 @@ def criticize(
     if ref_scores.n == 0:
         raise ValueError("no reference document could be projected: "
                          + "; ".join(f"{k}: {v}" for k, v in list(ref_scores.skipped.items())[:5]))
-    ref_per_step = ref_scores.latent_nll / ref_scores.latent_steps
+    statistics = tuple(critic.outlier_statistics)
+    ref_columns = _outlier_columns(ref_scores, statistics)
     ref_words = word_counts(reference, ref_scores.doc_ids)
     kwargs = dict(n_bootstrap=n_bootstrap, level=level, seed=seed, min_documents=min_documents,
-                  outlier_score=outlier_score)
+                  outlier_score=outlier_score, statistics=statistics)
     ref_result = summarize(reference_name, ref_scores, words=ref_words, **kwargs)
     if ref_scores.n < min_documents:
         ref_result.warnings.append("outlier p-values are against fewer than "
@@ -221,7 +269,7 @@ def criticize(
     results = {}
     for name, docs in candidates.items():
         scores = critic.score(docs, progress=progress, seed=seed)
-        result = summarize(name, scores, reference_per_step=ref_per_step, words=word_counts(docs, scores.doc_ids),
+        result = summarize(name, scores, reference_columns=ref_columns, words=word_counts(docs, scores.doc_ids),
                            reference_words=ref_words, **kwargs)
         result.comparison, result.ppl_comparison = compare(ref_scores, scores, n_bootstrap=n_bootstrap,
                                                            n_permutations=n_permutations, level=level, seed=seed)
@@ -231,7 +279,7 @@ def criticize(
                "sha256": documents_sha256(docs), "n_documents": len(docs)}
               for name, docs in {reference_name: reference, **candidates}.items()]
     config = {"n_bootstrap": n_bootstrap, "n_permutations": n_permutations, "level": level, "seed": seed,
-              "outlier_score": outlier_score,
+              "outlier_score": outlier_score, "outlier_statistics": list(statistics),
               "min_documents": min_documents, "latent_nll_estimator": ref_scores.estimator}
     try:
         state_sha256 = critic.state_sha256()

@@ -18,7 +18,7 @@ import math
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .document import Document
-from .labels import HEADLINES, OUTLIER_SCORE_NOTES, STATISTICS, TWO_SIDED_NOTE
+from .labels import HEADLINES, STATISTICS, TWO_SIDED_NOTE
 
 if TYPE_CHECKING:  # annotations only: the result objects render here, they do not depend on it
     from .panel import Flag, PanelResult
@@ -188,7 +188,7 @@ def _outlier_table(panel: PanelResult, flags: list[Flag]) -> str:
                 "<label>flagged by at least <select id=\"filter-min\">"
                 + "".join(f"<option value=\"{k}\">{k}</option>" for k in range(1, len(labels) + 1))
                 + "</select> critic(s)</label> <span id=\"filter-count\" class=\"muted\"></span></p>")
-    scores = sorted({OUTLIER_SCORE_NOTES[r.outlier_score] for r in panel.results.values()})
+    scores = sorted({r.outlier_note for r in panel.results.values()})
     rule = (f"A document is flagged by a critic when it is among the {panel.top} least likely of its set under "
             f"that critic and its outlier p-value ({'; '.join(scores)}) is at most {panel.level:g}.")
     return (controls + f"<table id=\"outliers\"><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["HIGHER_IS_BETTER", "STATISTICS", "HEADLINES", "TWO_SIDED_NOTE", "OUTLIER_SCORE_NOTES"]
+__all__ = ["HIGHER_IS_BETTER", "STATISTICS", "HEADLINES", "TWO_SIDED_NOTE", "OUTLIER_SCORE_NOTES", "COMBINED_NOTE"]
 
 HIGHER_IS_BETTER = {  # None: two-sided (results.json's "higher_is_better" per statistic)
     "latent_nll": None,    # two-sided: a distance from the reference in either direction is the finding
@@ -32,3 +32,7 @@ OUTLIER_SCORE_NOTES = {
     "plain": "right tail of T(x)/M(x) against the whole reference set",
 }
 """What a result's outlier p-values are (its ``config["outlier_score"]``), in the tables' words."""
+
+COMBINED_NOTE = ", combined (Sidak, 1 - (1 - min p)^J) with the same p-value of the critic's statistics beside it: {}"
+"""Appended to the note of a result whose critic has statistics beside ``T/M`` (``config["outlier_statistics"]``,
+formatted with their names)."""

@@ -22,7 +22,6 @@ from .critic import Critic
 from .document import Document
 from .html import DocumentView
 from .io import atomic_directory, atomic_open, atomic_write_text, check_replaceable
-from .labels import OUTLIER_SCORE_NOTES
 from .panel import Flag, PanelResult
 from .results import CriticismResult, json_ready, markdown_table, outliers_table
 
@@ -199,7 +198,7 @@ def write_panel_report(panel: PanelResult, out_dir: str | Path, *, extra: dict |
         lines = ["# Criticism report", ""]
         for label, result in panel.results.items():
             lines += [f"## {label}", "", markdown_table(result), ""]
-        scores = sorted({OUTLIER_SCORE_NOTES[r.outlier_score] for r in panel.results.values()})
+        scores = sorted({r.outlier_note for r in panel.results.values()})
         lines += [f"## Flagged documents ({len(flags)})", "", f"Outlier p: {'; '.join(scores)}.", "",
                   "| set | document | critics | min outlier p |", "|---|---|---|---:|"]
         lines += [f"| {f.set} | {f.id} | {', '.join(f.by)} | {f.min_p_value:.4f} |" for f in flags]

@@ -38,7 +38,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .labels import HEADLINES, HIGHER_IS_BETTER, OUTLIER_SCORE_NOTES, STATISTICS, TWO_SIDED_NOTE
+from .labels import COMBINED_NOTE, HEADLINES, HIGHER_IS_BETTER, OUTLIER_SCORE_NOTES, STATISTICS, TWO_SIDED_NOTE
 
 __all__ = ["SCHEMA_VERSION", "HIGHER_IS_BETTER", "STATISTICS", "HEADLINES", "DocumentResult", "Comparison",
            "SetResult", "CriticismResult", "json_ready", "markdown_table", "outliers_table"]
@@ -64,7 +64,10 @@ class DocumentResult:
     ``outlier_p_value`` is the score documents are ranked and flagged by (the result's
     ``config["outlier_score"]`` says which): ``"length"``, the p-value of ``T/M`` against the reference
     documents of similar length (:func:`critic.stats.size_matched_p_values`, ``words`` the document's word
-    count), or ``"plain"``, against the whole reference set, which ``plain_p_value`` always holds."""
+    count), or ``"plain"``, against the whole reference set, which ``plain_p_value`` always holds.  For a critic
+    with statistics beside ``T/M`` (``config["outlier_statistics"]``) both combine their p-values with
+    ``T/M``'s (:func:`critic.criticism.outlier_p_values`), and ``p_values`` holds each one's own
+    (``latent_nll_per_step`` and every statistic, under the result's outlier score); ``None`` otherwise."""
 
     id: str
     latent_nll: float
@@ -76,16 +79,18 @@ class DocumentResult:
     extras: dict[str, Any] = field(default_factory=dict)
     plain_p_value: float | None = None
     words: int | None = None
+    p_values: dict[str, float] | None = None
 
     @classmethod
     def from_dict(cls, row: dict) -> "DocumentResult":
         """A row of ``documents.jsonl`` (or of a set's ``documents``) back as a result."""
-        plain = row.get("plain_p_value")
+        plain, each = row.get("plain_p_value"), row.get("p_values")
         return cls(id=row["id"], latent_nll=_number(row["latent_nll"]), latent_steps=_number(row["latent_steps"]),
                    latent_nll_per_step=_number(row["latent_nll_per_step"]),
                    outlier_p_value=_number(row["outlier_p_value"]), unknown=int(row.get("unknown", 0)),
                    latent_nll_stderr=row.get("latent_nll_stderr"), extras=dict(row.get("extras") or {}),
-                   plain_p_value=None if plain is None else _number(plain), words=row.get("words"))
+                   plain_p_value=None if plain is None else _number(plain), words=row.get("words"),
+                   p_values=None if each is None else {k: _number(v) for k, v in each.items()})
 
 
 @dataclass
@@ -191,6 +196,13 @@ class CriticismResult:
         """The statistic that fits the critic's latent: ``"latent_ppl"`` for discrete chains,
         ``"latent_nll"`` for continuous latents (where a PPL over M(x) = 1 means nothing)."""
         return self.critic.get("headline", "latent_ppl")
+
+    @property
+    def outlier_note(self) -> str:
+        """What the documents' outlier p-values are, in the tables' words (the outlier score, and the critic's
+        statistics combined with ``T/M`` where it has any)."""
+        beside = self.config.get("outlier_statistics") or []
+        return OUTLIER_SCORE_NOTES[self.outlier_score] + (COMBINED_NOTE.format(", ".join(beside)) if beside else "")
 
     @property
     def outlier_score(self) -> str:
@@ -362,7 +374,7 @@ def markdown_table(result: CriticismResult) -> str:
 
 def outliers_table(result: CriticismResult, top: int = 10, name: str | None = None) -> str:
     """Markdown table of the ``top`` flagged documents (smallest outlier p-value first), and what the p-value is."""
-    lines = [f"Outlier p: {OUTLIER_SCORE_NOTES[result.outlier_score]}.", "",
+    lines = [f"Outlier p: {result.outlier_note}.", "",
              "| rank | set | document | T(x) | M(x) | T/M | outlier p ↓ |", "|---:|---|---|---:|---:|---:|---:|"]
     for rank, (set_name, d) in enumerate(result.outliers(name=name, top=top), start=1):
         lines.append(f"| {rank} | {set_name} | {d.id} | {d.latent_nll:.3f} | {d.latent_steps:g} | "

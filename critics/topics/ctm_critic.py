@@ -22,6 +22,19 @@ fewer than ``min_count`` training tokens.  In new documents the tokens of delibe
 types (stop words, too frequent) are ignored; tokens of types never kept (unseen in training, or
 below ``min_count``) are counted per document in ``Projection.unknown`` and ignored.  A document
 with no in-vocabulary token is a failure with the reason.
+
+Words outside the vocabulary (issue 22).  ``T(x)`` sees only the in-vocabulary tokens: a document
+whose words are mostly unknown (off-topic text) moves the posterior little from the prior, and its
+``T(x)`` is *small*, so the paper's right tail of ``T(x)`` ranks such documents as typical.  The
+critic therefore reports, beside ``T(x)``, the share of the words it models that it has never seen,
+
+    u(x) = U(x) / (N(x) + U(x)),
+
+``N(x)`` the in-vocabulary tokens (those the posterior is fitted to), ``U(x)`` the unknown ones (stop
+words and too-frequent types are in neither), as the extra ``oov_share`` and as an outlier statistic
+(:attr:`~critic.critic.Critic.outlier_statistics`): the outlier p-value combines ``u(x)``'s right-tail
+p-value with ``T(x)``'s (:func:`critic.criticism.outlier_p_values`).  ``T(x)`` and ``M(x)`` are the
+paper's, unchanged.
 """
 
 from __future__ import annotations
@@ -101,6 +114,7 @@ class CorrelatedTopicCritic(Critic):
     batch_size = 4096  # documents per project(): inference runs them in infer_batch_size chunks
     chunk_documents = 4096  # a streamed chunk: one batch, about ten seconds of inference
     headline = "latent_nll"  # a continuous latent: M(x) = 1, a "PPL" would be exp of a density
+    outlier_statistics = ("oov_share",)  # u(x): what T(x) cannot see (module docstring)
     needs = "free text (bag of words; sections are joined)"
 
     def __init__(self, *, num_topics: int = 100, steps: int = 3000, train_batch_size: int = 256, lr: float = 0.05,
@@ -229,9 +243,10 @@ class CorrelatedTopicCritic(Critic):
     def project(self, docs: Sequence[Document]) -> Projection:
         """Fit ``q(z|x) = N(m, diag v)`` to every document with an in-vocabulary word (globals frozen).
 
-        Extras: ``tokens`` (in-vocabulary tokens), ``top_topics`` (the 5 heaviest topics of ``softmax(m)``
-        as ``[topic, weight]``), ``top_topic_z`` (their :meth:`prior_z_scores`), ``inference_steps``,
-        ``converged``."""
+        Extras: ``tokens`` (in-vocabulary tokens, ``N(x)``), ``oov_share`` (``u(x) = U(x) / (N(x) + U(x))``,
+        ``U(x)`` the unknown tokens: an outlier statistic beside ``T(x)``), ``top_topics`` (the 5 heaviest
+        topics of ``softmax(m)`` as ``[topic, weight]``), ``top_topic_z`` (their :meth:`prior_z_scores`),
+        ``inference_steps``, ``converged``."""
         self._require_fitted()
         bow, ids, failures, unknown = self.bag_of_words(docs)
         k = self.num_topics
@@ -239,8 +254,8 @@ class CorrelatedTopicCritic(Critic):
             empty = torch.zeros(0, k, dtype=torch.float64)
             return Projection(doc_ids=[], posterior=self._posterior(empty, empty + 1.0),
                               latent_steps=torch.zeros(0, dtype=torch.float64), failures=failures,
-                              extras={"tokens": [], "top_topics": [], "top_topic_z": [], "inference_steps": [],
-                                      "converged": []})
+                              extras={"tokens": [], "oov_share": [], "top_topics": [], "top_topic_z": [],
+                                      "inference_steps": [], "converged": []})
         local = self._infer(bow)
         m, v = local.m.to(torch.float64), local.v.to(torch.float64)
         posterior = self._posterior(m, v)
@@ -253,6 +268,7 @@ class CorrelatedTopicCritic(Critic):
             latent_steps=torch.ones(len(ids), dtype=torch.float64),
             failures=failures,
             extras={"tokens": [int(t) for t in bow.num_tokens],
+                    "oov_share": [unknown[i] / (unknown[i] + int(t)) for i, t in zip(ids, bow.num_tokens)],
                     "top_topics": [[[int(i), round(float(w), 6)] for i, w in zip(ti, tw)]
                                    for ti, tw in zip(top.indices.tolist(), top.values.tolist())],
                     "top_topic_z": [[round(float(v), 6) for v in row] for row in top_z.tolist()],

@@ -272,3 +272,51 @@ def test_outlier_p_values_compare_with_reference_documents_of_similar_length(tut
     assert "of similar length" in outliers_table(result)
     with pytest.raises(ValueError, match="outlier_score must be one of length, plain, got 'short'"):
         criticize(critic, reference, {"lm": candidate}, outlier_score="short")
+
+
+def test_outlier_p_values_combine_the_statistics_beside_t_by_sidak():
+    """Each column gets T/M's p-value (by hand: three length bins of 30 reference documents, or the whole
+    reference); the outlier p-value is 1 - (1 - min_j p_j)^J, and with one column the column's own p-value."""
+    from critic.criticism import outlier_p_values
+
+    rng = np.random.default_rng(0)
+    ref, ref_words = rng.normal(size=(90, 2)), rng.integers(10, 100, 90)
+    values, words = rng.normal(size=(25, 2)), rng.integers(10, 100, 25)
+    p, plain, each = outlier_p_values(ref, values, reference_words=ref_words, words=words)
+    edges = np.quantile(ref_words, [1 / 3, 2 / 3])  # 90 // 30 = 3 bins, [lo, hi)
+    for i in range(25):
+        same = np.sum(ref_words[:, None] >= edges, axis=1) == np.sum(words[i] >= edges)
+        for j in range(2):
+            assert each[i, j] == pytest.approx((1 + np.sum(ref[same, j] >= values[i, j])) / (1 + same.sum()))
+        assert p[i] == pytest.approx(1 - (1 - each[i].min()) ** 2)
+        whole = [(1 + np.sum(ref[:, j] >= values[i, j])) / 91 for j in range(2)]
+        assert plain[i] == pytest.approx(1 - (1 - min(whole)) ** 2)
+    alone = outlier_p_values(ref[:, 0], values[:, 0], reference_words=ref_words, words=words)
+    assert np.array_equal(alone[0], each[:, 0]) and alone[2].shape == (25, 1)
+    assert np.array_equal(alone[1], stats.empirical_p_values(ref[:, 0], values[:, 0]))
+    same_plain = outlier_p_values(ref, values, reference_words=ref_words, words=words, outlier_score="plain")
+    assert np.array_equal(same_plain[0], plain) and np.array_equal(same_plain[1], plain)
+
+
+@pytest.mark.parametrize("dependence, expected", [
+    ("independent", lambda a: a),                         # Sidak is exact: uniform
+    ("identical", lambda a: 1 - math.sqrt(1 - a)),        # one statistic counted twice: conservative
+    ("opposed", lambda a: 2 * (1 - math.sqrt(1 - a))),    # p_2 = 1 - p_1: the worst case, below -log(1 - a)
+])
+def test_the_sidak_combination_s_level_follows_closed_forms(dependence, expected):
+    """P(p <= a) for two statistics on real (exchangeable) documents, against a reference of 200,000: a under
+    independence, 1 - sqrt(1 - a) for identical statistics, 2 (1 - sqrt(1 - a)) for opposed ones, which stays
+    within the documented bound -log(1 - a)."""
+    from critic.criticism import outlier_p_values
+
+    rng = np.random.default_rng(1)
+
+    def draw(n):
+        first = rng.random(n)
+        second = {"independent": rng.random(n), "identical": first, "opposed": -first}[dependence]
+        return np.column_stack([first, second])
+
+    p = outlier_p_values(draw(200_000), draw(100_000), outlier_score="plain")[0]
+    for a in (0.01, 0.05, 0.2):
+        assert np.mean(p <= a) == pytest.approx(expected(a), abs=4 * math.sqrt(expected(a) / 100_000) + 2e-5)
+        assert np.mean(p <= a) <= -math.log(1 - a) + 4 * math.sqrt(a / 100_000)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -193,3 +194,65 @@ def test_report_directory_is_complete_or_absent(tmp_path, monkeypatch):
     (tmp_path / "notes" / "mine.txt").write_text("keep")
     with pytest.raises(ValueError, match="not a report directory"):
         write_report(result, tmp_path / "notes", plot=False)
+
+
+class SpreadCritic(MeanCritic):
+    """MeanCritic with a statistic beside T/M that its latent (the mean) cannot see: the spread of the numbers."""
+
+    outlier_statistics = ("spread",)
+
+    def project(self, docs):
+        projection = super().project(docs)
+        numbers = {d.id: [float(s.text) for s in d.sections] for d in docs}
+        projection.extras["spread"] = [float(np.ptp(numbers[i])) for i in projection.doc_ids]
+        return projection
+
+
+def test_statistics_beside_t_are_combined_into_the_outlier_p_value_and_kept_beside_it(tmp_path):
+    """A critic's outlier statistic gets T/M's p-value against the reference (by hand: one length bin, 40
+    reference documents), the outlier p-value is their Sidak combination, the plain one likewise, and each one's own
+    p-value is kept (``p_values``), through documents.jsonl and back; the tables say what ranks.  A document whose
+    mean is typical but whose numbers spread widely is flagged only through the statistic."""
+    from critic.results import DocumentResult, outliers_table
+
+    rng = np.random.default_rng(0)
+    reference = [doc(f"r{i}", rng.normal(0.0, 0.3, 2)) for i in range(40)]
+    candidate = [doc(f"c{i}", rng.normal(0.0, 0.3, 2)) for i in range(10)] + [doc("wide", [-3.0, 3.0])]
+    result = criticize(SpreadCritic().fit([]), reference, {"lm": candidate}, n_bootstrap=20, n_permutations=20)
+    assert result.config["outlier_statistics"] == ["spread"]
+    ref_docs = result.reference.documents
+    ref_t = np.array([d.latent_nll_per_step for d in ref_docs])
+    ref_spread = np.array([d.extras["spread"] for d in ref_docs])
+    for d in result.candidates["lm"].documents:
+        own = {"latent_nll_per_step": (1 + np.sum(ref_t >= d.latent_nll_per_step)) / 41,
+               "spread": (1 + np.sum(ref_spread >= d.extras["spread"])) / 41}
+        assert d.p_values == pytest.approx(own)
+        assert d.outlier_p_value == pytest.approx(1 - (1 - min(own.values())) ** 2)
+        assert d.plain_p_value == pytest.approx(d.outlier_p_value)  # 40 reference documents: one length bin
+    wide = next(d for d in result.candidates["lm"].documents if d.id == "wide")
+    assert wide.p_values["latent_nll_per_step"] > 0.5 and wide.outlier_p_value == pytest.approx(1 - (40 / 41) ** 2)
+    assert result.outliers("lm", top=1)[0][1].id == "wide"
+    assert "combined (Sidak" in outliers_table(result) and "beside it: spread" in outliers_table(result)
+    write_report(result, tmp_path / "r", plot=False)
+    rows = [json.loads(line) for line in (tmp_path / "r" / "documents.jsonl").read_text().splitlines()]
+    back = [DocumentResult.from_dict({k: v for k, v in row.items() if k != "set"}) for row in rows if row["set"] == "lm"]
+    assert back == result.candidates["lm"].documents
+    plain = criticize(MeanCritic().fit([]), reference, {"lm": candidate}, n_bootstrap=20, n_permutations=20)
+    assert plain.config["outlier_statistics"] == [] and all(d.p_values is None for d in plain.candidates["lm"].documents)
+    assert "combined" not in outliers_table(plain)
+
+
+@pytest.mark.parametrize("spread, shown", [(None, "none"), (float("nan"), "[nan]"), ("wide", "['wide']")])
+def test_an_outlier_statistic_must_be_an_extra_of_finite_numbers(spread, shown):
+    class Broken(SpreadCritic):
+        def project(self, docs):
+            projection = super().project(docs)
+            if spread is None:
+                del projection.extras["spread"]
+            else:
+                projection.extras["spread"] = [spread] * len(projection.doc_ids)
+            return projection
+
+    with pytest.raises(RuntimeError, match=rf"Broken.project: outlier statistic 'spread' must be an extra of finite "
+                                           rf"numbers, got {re.escape(shown)}"):
+        Broken().fit([]).score([doc(0, [1])])

@@ -219,3 +219,44 @@ def test_fit_counts_its_optimisation_steps_on_the_command_line_and_stays_quiet_i
     assert "60/60" in err and "step" in err
     CorrelatedTopicCritic(num_topics=3, steps=20).fit(read_jsonl(train))
     assert "ctm: fitting" not in capsys.readouterr().err
+
+
+def test_words_outside_the_vocabulary_are_a_statistic_beside_t(critic, corpus):
+    """Issue 22 at toy size.  ``oov_share`` is U / (N + U) by hand (stop words and too-frequent types in neither).
+    Documents whose words are mostly unknown (a fifth of a real document kept, the rest types never seen in
+    training) leave the posterior near the prior, and T(x) does not single them out: its own p-value puts at
+    most one of them among its five smallest (observed: one); the outlier p-value, which combines it with the
+    share of unknown words, gives all five the smallest p-value 40 reference documents allow (real documents whose
+    T(x) is beyond the reference's tie with them).  (On the People summaries their T(x) is even below the real
+    documents': docs/outliers.md.)"""
+    from critic import criticize
+    from critic.stats import empirical_p_values
+
+    def off_topic(d, i):
+        tokens = d.text.split()
+        keep = tokens[:len(tokens) // 5]
+        return d.replace_sections([Section(None, " ".join(keep + [word(1000 + 7 * i + j) for j in
+                                                                  range(len(tokens) - len(keep))]))], id=f"off{i}")
+
+    real = corpus["test"]
+    reference, candidates = real[:40], real[40:] + [off_topic(d, i) for i, d in enumerate(real[40:45])]
+    small = Document("small", (Section(None, f"The {critic.vocab_[0]} and zzyzx omnipresent"),))
+    projection = critic.project(candidates + [small])
+    assert projection.doc_ids == [d.id for d in candidates + [small]]
+    for d, share in zip(candidates + [small], projection.extras["oov_share"]):
+        tokens = [t for t in tokenize(d.text) if t not in STOP_WORDS]
+        known = sum(t in critic.vocab_ for t in tokens)
+        unknown = sum(t not in critic.vocab_ and t not in critic.frequent_ for t in tokens)
+        assert share == pytest.approx(unknown / (known + unknown), abs=1e-15)
+    assert projection.extras["oov_share"][-1] == 0.5  # one known, zzyzx unknown; 'omnipresent' too frequent
+    result = criticize(critic, reference, {"mixed": candidates}, n_bootstrap=20, n_permutations=20)
+    docs = {d.id: d for d in result.candidates["mixed"].documents}
+    bad, good = [docs[f"off{i}"] for i in range(5)], [d for k, d in docs.items() if not k.startswith("off")]
+    by_t = sorted(docs.values(), key=lambda d: (d.p_values["latent_nll_per_step"], -d.latent_nll))
+    assert sum(d.id.startswith("off") for d in by_t[:5]) <= 1
+    assert max(d.outlier_p_value for d in bad) <= min(g.outlier_p_value for g in good)  # ties: T beyond the reference
+    assert all(d.extras["oov_share"] > 0.7 > max(g.extras["oov_share"] for g in good) for d in bad)
+    ref_u = [d.extras["oov_share"] for d in result.reference.documents]
+    for d in bad:
+        assert d.p_values["oov_share"] == pytest.approx(empirical_p_values(ref_u, [d.extras["oov_share"]])[0])
+        assert d.outlier_p_value == pytest.approx(1 - (1 - 1 / 41) ** 2)  # beyond every reference share
