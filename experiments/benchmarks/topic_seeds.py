@@ -21,7 +21,7 @@ it took, whether it converged, and its seconds.  Configurations (``--configs``, 
 
 * ``today``: the settings before issue 21: SVI, 3,000 steps, random init (``fit_method="svi",
   init="random"``);
-* ``new``: the critic's defaults (variational EM from the NMF init);
+* ``new``: variational EM from the NMF init (``fit_method="em", init="nmf"``, opt-in);
 * ``em-random``: variational EM from the random init (what EM alone does for reproducibility);
 * ``svi-nmf``: SVI from the NMF init with closed-form ``mu, Sigma`` once per pass.
 
