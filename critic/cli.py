@@ -216,6 +216,7 @@ def _candidates(named: Sequence[tuple[str, Path]], reference_name: str) -> dict[
 def cmd_compare(args) -> int:
     from .critic import Critic
     from .criticism import criticize
+    from .panel import explain_outliers
     from .report import write_report
 
     named = _candidates(args.candidate, "reference")
@@ -226,7 +227,9 @@ def cmd_compare(args) -> int:
     result = criticize(critic, reference, candidates, paths=paths, n_bootstrap=args.n_bootstrap,
                        n_permutations=args.n_permutations, outlier_score=args.outlier_score, seed=args.seed,
                        progress=True)
-    written = write_report(result, args.out, top=args.top, documents={"reference": reference, **candidates})
+    documents = {"reference": reference, **candidates}
+    explain_outliers(result, critic, documents, top=args.top)
+    written = write_report(result, args.out, top=args.top, documents=documents)
     print(result)
     print(f"\nwrote {', '.join(str(p) for p in written.values())}")
     return 0
@@ -235,13 +238,16 @@ def cmd_compare(args) -> int:
 def cmd_outliers(args) -> int:
     from .critic import Critic
     from .criticism import criticize
+    from .panel import explain_outliers
     from .report import outliers_table
 
     critic = Critic.load(args.critic_dir, device=args.device)
     reference = _read(args, args.reference, "reference", detect=True)[0]
-    result = criticize(critic, reference, {"input": _read(args, args.input)[0]},
+    documents = _read(args, args.input)[0]
+    result = criticize(critic, reference, {"input": documents},
                        paths={"reference": args.reference, "input": args.input},
                        n_bootstrap=args.n_bootstrap, outlier_score=args.outlier_score, seed=args.seed)
+    explain_outliers(result, critic, {"input": documents}, top=args.top, name="input")
     print(outliers_table(result, top=args.top, name="input"))
     return 0
 

@@ -46,10 +46,13 @@ from .io import atomic_directory, atomic_write_text, check_replaceable, sha256_b
 from .latent import Prior, cross_entropy, monte_carlo_cross_entropy
 
 __all__ = ["Critic", "Projection", "LatentNLL", "Scores", "NotFittedError", "CriticLoadError",
-           "resolve_device", "FORMAT_VERSION"]
+           "resolve_device", "FORMAT_VERSION", "MAX_REASONS"]
 
 FORMAT_VERSION = 2
 """Version of the on-disk format written by :meth:`Critic.save` (2: state hash, own files, no device)."""
+
+MAX_REASONS = 5
+"""The most lines :meth:`Critic.reasons` may give for one document."""
 
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
@@ -172,6 +175,11 @@ class Critic:
     chunk is seconds of work and a modest set still spreads over the workers), ``headline`` (the set statistic that fits the latent: ``"latent_ppl"`` for
     discrete chains, ``"latent_nll"`` for continuous latents, where a PPL over
     ``M(x) = 1`` means nothing), ``needs`` (what input it needs, for users) and ``outlier_statistics``.
+
+    Optional hooks for the reports: :meth:`report_figures`, :meth:`set_statistics`, :meth:`document_view` (a
+    flagged document's page) and :meth:`reasons` (why a flagged document is unlikely, in a few plain lines:
+    shown in the report's flag table, on the document's page and by ``critic outliers``, and kept in
+    ``documents.jsonl``).
     """
 
     name: str = "critic"
@@ -269,6 +277,36 @@ class Critic:
         document's :class:`~critic.results.DocumentResult`; every text escaped.  Default: ``None``
         (the page lists the projection's extras)."""
         return None
+
+    def reasons(self, result: Any, document: Document | None) -> list[str]:
+        """Why this critic finds a document unlikely: at most :data:`MAX_REASONS` short plain-text lines, most
+        important first, each naming what in the document's latent the prior finds improbable and by how much
+        (the least likely section transitions ``"see also -> name: P = 0.003"``, the chain windows with the
+        lowest ``log P``, the topics farthest from the prior).  ``result`` is the document's
+        :class:`~critic.results.DocumentResult` (its ``extras`` hold the projection's per-document values, its
+        ``p_values`` which statistic ranks it); ``document`` is the document itself, ``None`` when only the result
+        is at hand.  Computed from them and the fitted critic, without projecting again where the extras suffice.
+        The reports call it once per flagged document through :meth:`explain`.  Default: none."""
+        return []
+
+    def explain(self, result: Any, document: Document | None = None) -> list[str]:
+        """:meth:`reasons`, checked: ``document`` (when given) must be the one ``result`` describes, and the
+        reasons a list of at most :data:`MAX_REASONS` non-empty one-line strings (else a ``ValueError`` or
+        ``TypeError`` naming the critic)."""
+        where = f"{type(self).__name__}.reasons"
+        if document is not None and document.id != result.id:
+            raise ValueError(f"{where}: the document {document.id!r} is not the one the result describes "
+                             f"({result.id!r})")
+        found = self.reasons(result, document)
+        if not isinstance(found, (list, tuple)) or not all(isinstance(r, str) for r in found):
+            raise TypeError(f"{where} must return a list of strings, got {found!r:.200}")
+        bad = next((r for r in found if not r.strip() or "\n" in r or "\r" in r), None)
+        if bad is not None:
+            raise ValueError(f"{where}: each reason is one non-empty line, got {bad!r:.200}")
+        if len(found) > MAX_REASONS:
+            raise ValueError(f"{where} gave {len(found)} reasons for {result.id!r}: at most {MAX_REASONS}, most "
+                             "important first")
+        return list(found)
 
     def _get_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Learned state as (JSON-able dict, named tensors), for :meth:`save`."""

@@ -7,7 +7,8 @@ set, id or critics contain TEXT and that K or more critics flag), so a filtered 
 
 Pages: ``index.html`` (warnings, summary table of every critic and set, each critic's figures, the
 outlier table) and ``documents/K.html`` for the K-th flagged document (its text, and what each critic
-found in it).
+found in it: its reasons, :meth:`critic.critic.Critic.reasons`, then the critic's view).  The outlier table's
+"why" column gives each flagging critic's reasons.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ color:#1d232a;background:#fff}
 h1{font-size:1.6rem}h2{font-size:1.25rem;margin-top:2rem;border-bottom:1px solid #d8dee4;padding-bottom:.2rem}
 table{border-collapse:collapse;margin:.6rem 0;font-variant-numeric:tabular-nums}
 th,td{padding:.25rem .6rem;border-bottom:1px solid #e4e8ec;text-align:right;vertical-align:top;white-space:nowrap}
-table.extras td{white-space:normal}
+table.extras td,td.why{white-space:normal}td.why{min-width:16rem;max-width:32rem}ul.reasons{margin:.3rem 0}
 th{background:#f3f5f7;cursor:default}th.sort{cursor:pointer}th.sort:after{content:" \\21C5";color:#8a939c}
 td.l,th.l{text-align:left}.warn{background:#fff4d6;border-left:4px solid #e0a800;padding:.5rem .8rem;margin:.4rem 0}
 .muted{color:#6a737d}.flag{display:inline-block;background:#fde2e1;color:#a1110a;border-radius:3px;padding:0 .35rem;
@@ -171,9 +172,11 @@ def _outlier_table(panel: PanelResult, flags: list[Flag]) -> str:
     labels = list(panel.results)
     head = ("<tr><th class=\"l sort\">set</th><th class=\"l sort\">document</th><th class=\"sort\">critics</th>"
             "<th class=\"sort\">min p</th>" + "".join(f"<th class=\"sort\">p ({_e(lb)})</th>" for lb in labels)
-            + "</tr>")
+            + "<th class=\"l\">why</th></tr>")
     rows = []
     for k, f in enumerate(flags):
+        why = "".join(f"<div data-critic=\"{_e(lb)}\"><span class=\"muted\">{_e(lb)}:</span> {_e('; '.join(lines))}</div>"
+                      for lb, lines in f.reasons.items())
         search = " ".join([f.set, f.id, *f.by]).lower()
         cells = "".join(
             f"<td data-v=\"{f.by[lb].outlier_p_value:.6g}\">{number(f.by[lb].outlier_p_value, '.4f')}</td>"
@@ -183,14 +186,16 @@ def _outlier_table(panel: PanelResult, flags: list[Flag]) -> str:
                     f"<td class=\"l\" data-v=\"{_e(f.set)}\">{_e(f.set)}</td>"
                     f"<td class=\"l\" data-v=\"{_e(f.id)}\"><a href=\"documents/{k}.html\">{_e(f.id)}</a></td>"
                     f"<td data-v=\"{len(f.by)}\">{len(f.by)} {badges}</td>"
-                    f"<td data-v=\"{f.min_p_value:.6g}\">{number(f.min_p_value, '.4f')}</td>{cells}</tr>")
+                    f"<td data-v=\"{f.min_p_value:.6g}\">{number(f.min_p_value, '.4f')}</td>{cells}"
+                    f"<td class=\"l why\">{why}</td></tr>")
     controls = ("<p><label>filter <input id=\"filter-text\" type=\"search\" placeholder=\"set, id or critic\"></label> "
                 "<label>flagged by at least <select id=\"filter-min\">"
                 + "".join(f"<option value=\"{k}\">{k}</option>" for k in range(1, len(labels) + 1))
                 + "</select> critic(s)</label> <span id=\"filter-count\" class=\"muted\"></span></p>")
     scores = sorted({r.outlier_note for r in panel.results.values()})
     rule = (f"A document is flagged by a critic when it is among the {panel.top} least likely of its set under "
-            f"that critic and its outlier p-value ({'; '.join(scores)}) is at most {panel.level:g}.")
+            f"that critic and its outlier p-value ({'; '.join(scores)}) is at most {panel.level:g}. Why: what "
+            "each critic's prior finds least likely in the document, most important first.")
     return (controls + f"<table id=\"outliers\"><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
             f"<p class=\"muted\">{_e(rule)}</p>")
 
@@ -234,8 +239,9 @@ def _extras(result: Any) -> str:
 
 
 def render_document(flag: Flag, doc: Document | None, views: Mapping[str, DocumentView] | None = None) -> str:
-    """``documents/K.html``: the flagged document's text and each flagging critic's findings, drawn by the
-    critic's view when it has one (``views``: label -> :data:`DocumentView`), else its numbers and extras."""
+    """``documents/K.html``: the flagged document's text and each flagging critic's findings: its reasons
+    (``DocumentResult.reasons``) as a list, then its view when it has one (``views``: label ->
+    :data:`DocumentView`), else its numbers and extras."""
     views = views or {}
     parts = ["<p><a href=\"../index.html\">← report</a></p>",
              f"<h1>{_e(flag.id)} <span class=\"muted\">({_e(flag.set)})</span></h1>",
@@ -249,6 +255,9 @@ def render_document(flag: Flag, doc: Document | None, views: Mapping[str, Docume
         view = views.get(label)
         shown = view(doc, result) if view is not None and doc is not None else None
         parts.append(f"<h2>What {_e(label)} found</h2>")
+        if result.reasons:
+            parts.append(f"<ul class=\"reasons\" data-critic=\"{_e(label)}\">"
+                         + "".join(f"<li>{_e(line)}</li>" for line in result.reasons) + "</ul>")
         parts.append(f"<div class=\"view\" data-critic=\"{_e(label)}\">{shown}</div>" if shown is not None
                      else _extras(result))
     parts += ["<h2>Text</h2>", _document_text(doc)]

@@ -10,6 +10,10 @@ objects.
 A document is **flagged** by a critic when it is among that critic's ``top`` least likely documents
 of its set (smallest outlier p-value) and its outlier p-value is at most ``level``.  Flags are grouped
 by document, so a generation several critics flag is listed once, with every critic's reason.
+:func:`criticize_panel` asks each flagging critic, while it is at hand, why it finds the document unlikely
+(:meth:`Critic.explain`, once per flag and critic: :func:`explain_flags`); the lines are kept on the
+document's result (``DocumentResult.reasons``), so ``documents.jsonl`` holds them and :func:`load_results`
+gives them back.
 
 ``results.json`` of a panel::
 
@@ -30,8 +34,8 @@ from .criticism import criticize
 from .document import Document, DocumentError, iter_json_lines
 from .results import SCHEMA_VERSION, CriticismResult, DocumentResult, json_ready
 
-__all__ = ["Flag", "PanelResult", "criticize_panel", "add_set_statistics", "load_results", "FLAG_LEVEL", "FLAG_TOP",
-           "MAUVE_MIN_DOCUMENTS"]
+__all__ = ["Flag", "PanelResult", "criticize_panel", "explain_flags", "explain_outliers", "add_set_statistics",
+           "load_results", "FLAG_LEVEL", "FLAG_TOP", "MAUVE_MIN_DOCUMENTS"]
 
 FLAG_LEVEL = 0.01
 """Default outlier p-value at or below which a document can be flagged."""
@@ -52,6 +56,11 @@ class Flag:
     @property
     def min_p_value(self) -> float:
         return min(d.outlier_p_value for d in self.by.values())
+
+    @property
+    def reasons(self) -> dict[str, list[str]]:
+        """Each flagging critic's reasons (label -> lines, most important first), for the critics that gave any."""
+        return {label: d.reasons for label, d in self.by.items() if d.reasons}
 
 
 @dataclass
@@ -130,7 +139,35 @@ def criticize_panel(critics: Mapping[str, Critic], reference: Sequence[Document]
     if not 0.0 < level <= 1.0:
         raise ValueError(f"flag level must lie in (0, 1], got {level!r}")
     results = {label: criticize(critic, reference, candidates, **criticize_kwargs) for label, critic in critics.items()}
-    return PanelResult(results, reads=dict(reads or {}), level=level, top=top)
+    panel = PanelResult(results, reads=dict(reads or {}), level=level, top=top)
+    explain_flags(panel, critics, {panel.reference_name: reference, **candidates})
+    return panel
+
+
+def explain_flags(panel: PanelResult, critics: Mapping[str, Critic], documents: Mapping[str, Sequence[Document]]
+                  ) -> None:
+    """Set ``reasons`` on the result of every flagged document under each critic that flags it: that critic's
+    :meth:`Critic.explain` of the result and the document (``documents``: set name -> documents; a document
+    not among them is explained from its result alone).  ``critics`` maps the panel's labels to the fitted
+    critics; a flagging critic missing from it is a ``KeyError`` naming the label."""
+    flags = panel.flagged()
+    missing = sorted({label for flag in flags for label in flag.by} - set(critics))
+    if missing:
+        raise KeyError(f"no fitted critic for {', '.join(map(repr, missing))} to explain its flags (critics: "
+                       f"{', '.join(critics) or 'none'})")
+    by_id = {name: {d.id: d for d in docs} for name, docs in documents.items()}
+    for flag in flags:
+        for label, result in flag.by.items():
+            result.reasons = critics[label].explain(result, by_id.get(flag.set, {}).get(flag.id))
+
+
+def explain_outliers(result: CriticismResult, critic: Critic, documents: Mapping[str, Sequence[Document]], *,
+                     top: int, name: str | None = None) -> None:
+    """Set ``reasons`` on the ``top`` outliers of one critic's result (of set ``name``, or of every set): the
+    documents a single-critic report or ``critic outliers`` lists, each explained once by ``critic``."""
+    by_id = {set_name: {d.id: d for d in docs} for set_name, docs in documents.items()}
+    for set_name, result_doc in result.outliers(name=name, top=top):
+        result_doc.reasons = critic.explain(result_doc, by_id.get(set_name, {}).get(result_doc.id))
 
 
 def add_set_statistics(panel: PanelResult, reference: Sequence[Document], candidates: Mapping[str, Sequence[Document]],

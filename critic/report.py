@@ -23,7 +23,7 @@ from .document import Document
 from .html import DocumentView
 from .io import atomic_directory, atomic_open, atomic_write_text, check_replaceable
 from .panel import Flag, PanelResult
-from .results import CriticismResult, json_ready, markdown_table, outliers_table
+from .results import CriticismResult, json_ready, markdown_cell, markdown_table, outliers_table
 
 __all__ = ["environment", "write_results_json", "write_documents_jsonl", "write_report", "write_panel_report",
            "REPORT_FILES"]
@@ -67,18 +67,20 @@ def write_results_json(result: CriticismResult, path: str | Path, *, extra: dict
 
 
 def _document_rows(result: CriticismResult, critic: str | None = None):
-    """``documents.jsonl`` rows of one result (each led by ``critic`` when given)."""
+    """``documents.jsonl`` rows of one result (each led by ``critic`` when given); ``reasons`` only in the rows
+    of documents that have them (the flagged ones)."""
     lead = {} if critic is None else {"critic": critic}
     for s in result.sets:
         for d in s.documents:
-            yield json_ready({**lead, "set": s.name, **d.__dict__})
+            row = {k: v for k, v in d.__dict__.items() if k != "reasons" or v is not None}
+            yield json_ready({**lead, "set": s.name, **row})
         for doc_id, reason in s.skipped.items():
             yield {**lead, "set": s.name, "id": doc_id, "skipped": reason}
 
 
 def write_documents_jsonl(result: CriticismResult | PanelResult, path: str | Path) -> Path:
     """One line per document (and critic, for a panel): set, id, T(x), M(x), T/M, outlier p-value,
-    unknowns; or why it was skipped."""
+    unknowns, extras and, for a flagged document, the critic's reasons; or why it was skipped."""
     path = Path(path)
     parts = (result.results.items() if isinstance(result, PanelResult) else [(None, result)])
     with atomic_open(path) as fh:
@@ -176,7 +178,8 @@ def write_panel_report(panel: PanelResult, out_dir: str | Path, *, extra: dict |
                        documents: Mapping[str, Sequence[Document]] | None = None,
                        critics: Mapping[str, Critic] | None = None) -> dict[str, Path]:
     """Write a panel's report directory: ``results.json`` (every critic), ``documents.jsonl`` (one row per
-    document and critic), ``report.md`` (each critic's table, then the flagged documents) and ``index.html``
+    document and critic), ``report.md`` (each critic's table, then the flagged documents with the critics'
+    reasons, :attr:`Flag.reasons`) and ``index.html``
     with ``documents/K.html`` per flagged document (its text from ``documents``, set name -> documents).
     With the fitted ``critics`` (label -> critic), each draws its own figures and its view of each flagged
     document (:meth:`Critic.report_figures`, :meth:`Critic.document_view`).  Built aside and swapped in
@@ -200,8 +203,10 @@ def write_panel_report(panel: PanelResult, out_dir: str | Path, *, extra: dict |
             lines += [f"## {label}", "", markdown_table(result), ""]
         scores = sorted({r.outlier_note for r in panel.results.values()})
         lines += [f"## Flagged documents ({len(flags)})", "", f"Outlier p: {'; '.join(scores)}.", "",
-                  "| set | document | critics | min outlier p |", "|---|---|---|---:|"]
-        lines += [f"| {f.set} | {f.id} | {', '.join(f.by)} | {f.min_p_value:.4f} |" for f in flags]
+                  "| set | document | critics | min outlier p | why |", "|---|---|---|---:|---|"]
+        lines += [f"| {f.set} | {f.id} | {', '.join(f.by)} | {f.min_p_value:.4f} | "
+                  + "<br>".join(markdown_cell(f"{label}: {'; '.join(why)}") for label, why in f.reasons.items())
+                  + " |" for f in flags]
         atomic_write_text(tmp / "report.md", "\n".join(lines) + "\n")
         _write_html(panel, tmp, documents=documents, figures=figures, views=views)
     return {"results": out / "results.json", "documents": out / "documents.jsonl", "report": out / "report.md",

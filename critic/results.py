@@ -41,7 +41,7 @@ from typing import Any
 from .labels import COMBINED_NOTE, HEADLINES, HIGHER_IS_BETTER, OUTLIER_SCORE_NOTES, STATISTICS, TWO_SIDED_NOTE
 
 __all__ = ["SCHEMA_VERSION", "HIGHER_IS_BETTER", "STATISTICS", "HEADLINES", "DocumentResult", "Comparison",
-           "SetResult", "CriticismResult", "json_ready", "markdown_table", "outliers_table"]
+           "SetResult", "CriticismResult", "json_ready", "markdown_table", "markdown_cell", "outliers_table"]
 
 
 def _number(value: Any) -> float:
@@ -67,7 +67,11 @@ class DocumentResult:
     count), or ``"plain"``, against the whole reference set, which ``plain_p_value`` always holds.  For a critic
     with statistics beside ``T/M`` (``config["outlier_statistics"]``) both combine their p-values with
     ``T/M``'s (:func:`critic.criticism.outlier_p_values`), and ``p_values`` holds each one's own
-    (``latent_nll_per_step`` and every statistic, under the result's outlier score); ``None`` otherwise."""
+    (``latent_nll_per_step`` and every statistic, under the result's outlier score); ``None`` otherwise.
+
+    ``reasons``: why the critic finds the document unlikely (:meth:`critic.critic.Critic.reasons`), a few
+    plain-text lines, most important first; computed for flagged documents (:func:`critic.panel.explain_flags`)
+    and for those ``critic outliers`` lists, ``None`` for the others."""
 
     id: str
     latent_nll: float
@@ -80,17 +84,21 @@ class DocumentResult:
     plain_p_value: float | None = None
     words: int | None = None
     p_values: dict[str, float] | None = None
+    reasons: list[str] | None = None
 
     @classmethod
     def from_dict(cls, row: dict) -> "DocumentResult":
         """A row of ``documents.jsonl`` (or of a set's ``documents``) back as a result."""
-        plain, each = row.get("plain_p_value"), row.get("p_values")
+        plain, each, reasons = row.get("plain_p_value"), row.get("p_values"), row.get("reasons")
+        if reasons is not None and not (isinstance(reasons, list) and all(isinstance(r, str) for r in reasons)):
+            raise ValueError(f"reasons must be a list of strings, got {reasons!r:.200}")
         return cls(id=row["id"], latent_nll=_number(row["latent_nll"]), latent_steps=_number(row["latent_steps"]),
                    latent_nll_per_step=_number(row["latent_nll_per_step"]),
                    outlier_p_value=_number(row["outlier_p_value"]), unknown=int(row.get("unknown", 0)),
                    latent_nll_stderr=row.get("latent_nll_stderr"), extras=dict(row.get("extras") or {}),
                    plain_p_value=None if plain is None else _number(plain), words=row.get("words"),
-                   p_values=None if each is None else {k: _number(v) for k, v in each.items()})
+                   p_values=None if each is None else {k: _number(v) for k, v in each.items()},
+                   reasons=reasons)
 
 
 @dataclass
@@ -372,11 +380,21 @@ def markdown_table(result: CriticismResult) -> str:
     return "\n".join(lines + [""] + notes)
 
 
+def markdown_cell(text: str) -> str:
+    """``text`` as one cell of a Markdown table: ``|`` escaped, line breaks as spaces."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
 def outliers_table(result: CriticismResult, top: int = 10, name: str | None = None) -> str:
-    """Markdown table of the ``top`` flagged documents (smallest outlier p-value first), and what the p-value is."""
+    """Markdown table of the ``top`` flagged documents (smallest outlier p-value first), and what the p-value is;
+    a "why" column with each document's reasons (:attr:`DocumentResult.reasons`) when any has them."""
+    listed = result.outliers(name=name, top=top)
+    why = any(d.reasons for _, d in listed)
     lines = [f"Outlier p: {result.outlier_note}.", "",
-             "| rank | set | document | T(x) | M(x) | T/M | outlier p ↓ |", "|---:|---|---|---:|---:|---:|---:|"]
-    for rank, (set_name, d) in enumerate(result.outliers(name=name, top=top), start=1):
+             "| rank | set | document | T(x) | M(x) | T/M | outlier p ↓ |" + (" why |" if why else ""),
+             "|---:|---|---|---:|---:|---:|---:|" + ("---|" if why else "")]
+    for rank, (set_name, d) in enumerate(listed, start=1):
         lines.append(f"| {rank} | {set_name} | {d.id} | {d.latent_nll:.3f} | {d.latent_steps:g} | "
-                     f"{d.latent_nll_per_step:.3f} | {d.outlier_p_value:.4f} |")
+                     f"{d.latent_nll_per_step:.3f} | {d.outlier_p_value:.4f} |"
+                     + (f" {markdown_cell('; '.join(d.reasons or []))} |" if why else ""))
     return "\n".join(lines)

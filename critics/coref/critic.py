@@ -197,6 +197,42 @@ class CorefChainCritic(Critic):
         parts.append(render_html(self.prior_, doc.text, tokens, spans, threshold=threshold))
         return view(*parts, kind="coref")
 
+    reason_windows: int = 3
+    """How many chain windows :meth:`reasons` names."""
+
+    def reasons(self, result, document: Document | None) -> list[str]:
+        """The chain's least likely windows under the prior (:func:`~critics.coref.diagnostics.lowest_windows`):
+        those with ``log P_c(z_i | window) <`` :attr:`implausible_threshold` (the paper's table 15), lowest first,
+        at most :attr:`reason_windows` -- or the lowest ones when none is below -- each as ``". he:0 his:0 ->
+        she:0 (token 7): log P = -9.21"`` (the document's chain tokens ``TEXT:ENTITY``, ``.`` a sentence start;
+        ``(start)`` where the window begins before the chain), then how many more are below the threshold.  The
+        chain is the extras' ``chain``, else found again as the document view finds it."""
+        from .diagnostics import lowest_windows
+
+        self._require_fitted()
+        extras = getattr(result, "extras", None) or {}
+        if "chain" in extras:
+            tokens = extras["chain"].split()
+        elif document is None:
+            raise ValueError(f"the result of {result.id!r} has no 'chain' extra and no document was given")
+        else:
+            found = self._view_chain(document, result)
+            if isinstance(found, str):
+                raise ValueError(f"document {document.id!r}: {found}")
+            tokens = found[0]
+        if len(tokens) != result.latent_steps:
+            raise ValueError(f"the chain of {result.id!r} has {len(tokens)} tokens, its result M(x) = "
+                             f"{result.latent_steps:g}: not the chain that was scored")
+        if not tokens:
+            return []
+        threshold = self.implausible_threshold
+        rows, below = lowest_windows(self.prior_, tokens, threshold=threshold, top=self.reason_windows)
+        out = [" ".join((["(start)"] if len(r["context"]) < self.prior_.order - 1 else []) + r["context"])
+               + f" -> {r['token']} (token {r['position']}): log P = {r['log_prob']:.2f}" for r in rows]
+        if below > len(rows):
+            out.append(f"{below - len(rows)} more chain token(s) with log P < {threshold:g}")
+        return out
+
     def report_figures(self, result, documents) -> dict:
         """The per-token log P of every set's chains (from the result's extras: nothing is resolved again)."""
         from .diagnostics import logprob_histogram_figure

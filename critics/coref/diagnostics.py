@@ -19,6 +19,8 @@ strings; the prior's padding token stands for the positions before the start.
   chain mention marked ``[text]_id``, the implausible ones highlighted with their
   log P and the argmax alternative (figs. 10-13); :func:`implausible_mentions` lists them.
 - :func:`logprob_histogram_figure`: the distribution of the chain tokens' log P in each set.
+- :func:`lowest_windows`: one chain's least likely positions (the implausible ones first), the reasons a flagged
+  document gives.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 __all__ = ["contribution_table", "implausible_table", "difference_tables", "render_markdown", "render_html",
-           "format_window", "ngram_rows_markdown", "implausible_mentions", "logprob_histogram_figure"]
+           "format_window", "ngram_rows_markdown", "implausible_mentions", "logprob_histogram_figure", "lowest_windows"]
 
 
 def _flat_windows(prior, chains: Sequence[Sequence[str]]):
@@ -228,3 +230,24 @@ def logprob_histogram_figure(prior, sets: Mapping[str, Sequence[Sequence[str]]],
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def lowest_windows(prior, tokens: Sequence[str], *, threshold: float = -7.0, top: int = 3) -> tuple[list[dict], int]:
+    """The least likely positions of one chain and how many are implausible.
+
+    Position ``i`` scores ``log P_c(z_i | relabel(z_{i-n+1} .. z_{i-1}))`` (``prior.position_logprobs``, the
+    terms of ``T(x) = -sum_i``).  Returns ``(rows, below)``: ``below`` counts the positions with log P <
+    ``threshold``; ``rows`` are those positions, lowest first (ties: the earlier), at most ``top`` -- or, when
+    none is below, the ``top`` lowest positions -- each with ``position``, ``context`` (the chain's tokens
+    ``z_{i-n+1} .. z_{i-1}`` as they are in the document, fewer at its start), ``token`` (``z_i``) and
+    ``log_prob``."""
+    if top < 1:
+        raise ValueError(f"top must be at least 1, got {top!r}")
+    tokens = list(tokens)
+    logprobs = np.asarray(prior.position_logprobs([tokens])[0], dtype=np.float64)
+    order = sorted(range(len(tokens)), key=lambda i: (logprobs[i], i))
+    below = int(np.sum(logprobs < threshold))
+    picked = order[:min(top, below)] if below else order[:top]
+    width = prior.order - 1
+    return [{"position": i, "context": tokens[max(0, i - width):i], "token": tokens[i],
+             "log_prob": float(logprobs[i])} for i in picked], below

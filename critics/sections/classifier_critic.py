@@ -325,6 +325,22 @@ class ClassifierSectionCritic(SectionTransitionCritic):
                   if self.mode == "expectation" else "."))
         return chain_view(self, doc, labels, how=how, probabilities=probabilities)
 
+    def reasons(self, result, document: Document | None) -> list[str]:
+        """The least likely transitions of the document's MAP section path (the extras' ``labels``, else the
+        document classified again) under the prior (:meth:`transition_reasons`): the factors of ``T(x)`` in
+        ``mode="map"``; with ``mode="expectation"`` they are those of the MAP path, the posterior's mode."""
+        labels = (getattr(result, "extras", None) or {}).get("labels")
+        if labels is None:
+            if document is None:
+                raise ValueError(f"the result of {result.id!r} has no 'labels' extra and no document was given to "
+                                 "classify")
+            c = self._classify([document])
+            if not c.ok[0]:
+                raise ValueError(f"document {document.id!r} cannot be projected by this critic: "
+                                 f"{c.reasons[document.id]}")
+            labels = [self.vocab_[j] for j in c.log_probs.argmax(-1).tolist()]
+        return self.transition_reasons(labels)
+
     def accuracy(self, docs: Sequence[Document]) -> tuple[float, int]:
         """(share of the sections with a title in the vocabulary whose MAP label equals it, how many
         were compared), over the projectable documents; ``(nan, 0)`` when none."""

@@ -408,6 +408,52 @@ class SectionTransitionCritic(Critic):
         return float(p.transition[i, self.index_[current]])
 
     # ------------------------------------------------------------ report
+    reason_transitions: int = 3
+    """How many of a document's least likely transitions :meth:`reasons` names."""
+
+    def transition_reasons(self, types: Sequence[str], shown: Sequence[str] | None = None) -> list[str]:
+        """The :attr:`reason_transitions` least likely distinct transitions of the chain
+        ``<bos> z_1 .. z_M <eos>`` (``types``: the ``M`` states, each in ``vocab_``) under the prior, least likely
+        first (ties: the earlier), as ``"z_m-1 -> z_m: P = 0.003"`` with ``P = P_c(z_m | z_m-1)``, one of the
+        ``M + 1`` factors in ``T(x) = -sum_m log P_c(z_m | z_m-1)`` (``<bos>``/``<eos>`` included); a transition
+        occurring ``n > 1`` times says ``(n times)``.  ``shown``: the ``M`` names to print for the states (e.g.
+        the given title beside ``<unk>``), default ``types``."""
+        unknown = [t for t in types if t not in self.index_]
+        if unknown:
+            raise ValueError(f"section types {unknown[:3]} are not states of the prior (vocab_): map unseen titles "
+                             f"to {UNKNOWN!r}")
+        shown = list(types if shown is None else shown)
+        if len(shown) != len(types):
+            raise ValueError(f"{len(shown)} names shown for {len(types)} section types")
+        states, names = ["<bos>", *types, "<eos>"], ["<bos>", *shown, "<eos>"]
+        seen: dict[tuple[str, str], list] = {}  # (from, to) shown -> [log P, first position, count]
+        for m in range(1, len(states)):
+            key = (names[m - 1], names[m])
+            if key in seen:
+                seen[key][2] += 1
+            else:
+                seen[key] = [self.transition_log_probability(states[m - 1], states[m]), m, 1]
+        least = sorted(seen.items(), key=lambda kv: (kv[1][0], kv[1][1]))[:self.reason_transitions]
+        return [f"{a} -> {b}: P = {math.exp(lp):.3g}" + (f" ({n} times)" if n > 1 else "")
+                for (a, b), (lp, _, n) in least]
+
+    def reasons(self, result, document: Document | None) -> list[str]:
+        """The least likely transitions of the document's chain of given titles (:meth:`transition_reasons`), a
+        title never seen in training shown as ``<unk> ("its title")``.  The titles are read from ``document``
+        (required: the projection keeps no extras), as :meth:`project` reads them."""
+        if document is None:
+            raise ValueError(f"{type(self).__name__}.reasons reads the document's section titles: pass the document")
+        why = self.check(document)
+        if why is not None:
+            raise ValueError(f"document {document.id!r} cannot be projected by this critic: {why}")
+        titles = self.titles(document)
+        if len(titles) + 1 != result.latent_steps:
+            raise ValueError(f"document {document.id!r} has {len(titles)} sections, its result M(x) = "
+                             f"{result.latent_steps:g} (sections + 1): not the document that was scored")
+        types = [t if t in self.index_ else UNKNOWN for t in titles]
+        shown = [t if t == raw else f'{UNKNOWN} ("{raw}")' for t, raw in zip(types, titles)]
+        return self.transition_reasons(types, shown)
+
     def fit_warnings(self) -> list[str]:
         """A prior over a single section type (e.g. every training document has one section, titled alike)
         scores every chain of a given length the same: it cannot tell documents apart."""

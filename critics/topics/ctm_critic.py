@@ -308,6 +308,41 @@ class CorrelatedTopicCritic(Critic):
     """The report marks a topic whose coefficient is more than this many prior standard deviations from
     the prior mean (:meth:`prior_z_scores`)."""
 
+    reason_topics: int = 3
+    """The most topics :meth:`reasons` names."""
+
+    def reasons(self, result, document: Document | None) -> list[str]:
+        """Why the document is unlikely, from its extras (else the document projected again):
+
+        - when the share of unknown words ``u(x) > 0`` ranks it (its p-value in ``result.p_values`` is at most
+          ``T/M``'s): ``"62% of the words it models are outside the vocabulary (u = 0.62, p = 0.004): its topic
+          posterior cannot see them"``;
+        - its heaviest topics (``top_topics``) farthest from the prior, ``|z| >`` :attr:`far_z` with ``z_k = (m_k -
+          mu_k) / sqrt(Sigma_kk)`` (``top_topic_z``, :meth:`prior_z_scores`), largest ``|z|`` first, at most
+          :attr:`reason_topics`, each ``"topic 3 (w1, w2, w3): weight 0.91, z = +3.40 under the prior"`` with its
+          three most probable words; when none is that far and ``u(x)`` did not rank it, the farthest one."""
+        names = ("top_topics", "top_topic_z", "oov_share")
+        extras = getattr(result, "extras", None) or {}
+        if not all(k in extras for k in names):
+            if document is None:
+                raise ValueError(f"the result of {result.id!r} lacks the extras {names} and no document was given")
+            projection = self.project([document])
+            if not len(projection):
+                raise ValueError(f"document {document.id!r} cannot be projected: {projection.failures[document.id]}")
+            extras = {k: projection.extras[k][0] for k in names}
+        out = []
+        p = getattr(result, "p_values", None) or {}
+        u = float(extras["oov_share"])
+        if u > 0 and "oov_share" in p and p["oov_share"] <= p.get("latent_nll_per_step", float("inf")):
+            out.append(f"{u:.0%} of the words it models are outside the vocabulary (u = {u:.2f}, "
+                       f"p = {p['oov_share']:.3g}): its topic posterior cannot see them")
+        topics = sorted(zip(extras["top_topics"], extras["top_topic_z"]), key=lambda t: -abs(float(t[1])))
+        far = [t for t in topics if abs(float(t[1])) > self.far_z] or ([] if out else topics[:1])
+        words = self.topic_words(3)
+        out += [f"topic {int(k)} ({', '.join(words[int(k)])}): weight {float(w):.2f}, z = {float(z):+.2f} under the "
+                "prior" for (k, w), z in far[:self.reason_topics]]
+        return out
+
     def report_figures(self, result, documents) -> dict:
         """Paper fig. 6 for each candidate set: its aggregated-posterior topic covariance beside the
         reference's, topics in the clustered order of the reference (:mod:`critics.topics.report`)."""

@@ -338,6 +338,36 @@ class LdaCodeMixCritic(Critic):
 
         return lda_view(self, doc, result)
 
+    reason_share: float = 0.1
+    """:meth:`reasons` names the topics with at least this weight (at most three)."""
+
+    def reasons(self, result, document: Document | None) -> list[str]:
+        """The document's topic mix: its topics of weight ``>=`` :attr:`reason_share` in ``gamma / sum gamma`` (the
+        extras' ``topic_weights``, else the document projected again), heaviest first, at most three, each with
+        its three most probable words -- ``"mixes topic 0 (the, of, and) 0.55 and topic 1 (de, la, que) 0.45"``
+        (one topic: ``"in topic 1 (...) 0.97"``) -- then the prior's mean weight of the same topics, ``alpha_k / sum
+        alpha``.  With ``alpha_k < 1`` the prior favours one topic per document (one language): a mix is what
+        raises ``T(x)``."""
+        weights = (getattr(result, "extras", None) or {}).get("topic_weights")
+        if weights is None:
+            if document is None:
+                raise ValueError(f"the result of {result.id!r} has no 'topic_weights' extra and no document was given")
+            projection = self.project([document])
+            if not len(projection):
+                raise ValueError(f"document {document.id!r} cannot be projected: {projection.failures[document.id]}")
+            weights = projection.extras["topic_weights"][0]
+        weights = [float(w) for w in weights]
+        if len(weights) != self.num_topics:
+            raise ValueError(f"{len(weights)} topic weights for {self.num_topics} topics")
+        heavy = sorted(range(len(weights)), key=lambda k: (-weights[k], k))
+        shown = [k for k in heavy if weights[k] >= self.reason_share][:3] or heavy[:1]
+        words = top_words(self, 3)
+        parts = [f"topic {k} ({', '.join(words[k])}) {weights[k]:.2f}" for k in shown]
+        alpha = self.alpha_
+        prior = ", ".join(f"topic {k} {alpha[k] / alpha.sum():.2f}" for k in shown)
+        return [("mixes " + ", ".join(parts[:-1]) + " and " + parts[-1]) if len(parts) > 1 else f"in {parts[0]}",
+                f"prior mean weight: {prior} (alpha {', '.join(f'{alpha[k]:.3g}' for k in shown)})"]
+
     # ------------------------------------------------------------------ state
     def training_used(self) -> int | None:
         return self.training_docs_

@@ -7,26 +7,17 @@ import html
 
 import numpy as np
 import pytest
-import torch
 
 from critic import criticize
 from critic.corpora.manpages import build_manpages
 from critic.document import Document, Section, read_jsonl
 from critic.plots import svg_markup
-from critics.topics.ctm_critic import CorrelatedTopicCritic
 from critics.topics.lda import LdaCodeMixCritic, top_words
 from tests.critics.view_html import rows
 
 from .test_ctm_critic import documents
 
 # ---------------------------------------------------------------------------------------------- CTM
-
-
-@pytest.fixture(scope="module")
-def ctm():
-    torch.set_num_threads(1)
-    return CorrelatedTopicCritic(num_topics=4, steps=100, train_batch_size=150, lr=0.1, infer_steps=100,
-                                 seed=0).fit(documents(150, 1, "tr"))
 
 
 @pytest.fixture(scope="module")
