@@ -256,8 +256,8 @@ class ClassifierSectionCritic(SectionTransitionCritic):
     def project(self, docs: Sequence[Document]) -> Projection:
         """Posterior over the K states from the classifier (``q(<unk>) = 0``), ``M(x)`` = kept
         sections + 1; extras ``labels`` (MAP titles), ``label_probabilities`` (their probabilities
-        ``max_j q_m(j)``, per section) and ``map_probability`` (their mean over the document's
-        sections); ``unknown`` counts given titles outside the vocabulary.  Documents without kept sections or with a blank section are failures."""
+        ``max_j q_m(j)``, per section), ``map_probability`` (their mean over the document's
+        sections) and ``worst_transition_nll`` (of the MAP path, :meth:`worst_transition_nll`); ``unknown`` counts given titles outside the vocabulary.  Documents without kept sections or with a blank section are failures."""
         self._check_mode()
         c = self._classify(docs)
         kept = [d.id for d, good in zip(docs, c.ok.tolist()) if good]
@@ -279,7 +279,9 @@ class ClassifierSectionCritic(SectionTransitionCritic):
             failures=c.reasons,
             extras={"labels": _per_document(names, c.lengths),
                     "label_probabilities": _per_document(best.exp().tolist(), c.lengths),
-                    "map_probability": mean_best.tolist()},
+                    "map_probability": mean_best.tolist(),
+                    **({"worst_transition_nll": self.worst_transition_nll(labels, c.lengths).tolist()}
+                       if hasattr(self, "prior_") else {})},  # fit projects the validation set first
             unknown={kept[b]: int(unk[b]) for b in np.flatnonzero(unk)},
         )
 

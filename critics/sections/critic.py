@@ -189,6 +189,7 @@ class SectionTransitionCritic(Critic):
 
     batch_size = 8192  # a projection is K-independent integer work: large batches cost no memory
     needs = "documents with titled sections (free text: --sections markdown or separator:STRING)"
+    outlier_statistics = ("worst_transition_nll",)  # one implausible transition, not diluted by M(x)
 
     def __init__(
         self,
@@ -370,7 +371,8 @@ class SectionTransitionCritic(Critic):
         """Point mass on each document's title indices ``(B, L)`` (padded with ``PAD``);
         ``M(x)`` = sections + 1; titles mapped to ``<unk>`` counted per document
         (documents with none are left out of ``unknown``).  Documents that fail
-        :meth:`check` are returned as failures with its reason."""
+        :meth:`check` are returned as failures with its reason.  Extra ``worst_transition_nll``: the largest of
+        the ``M + 1`` factors of ``T(x)`` (:meth:`worst_transition_nll`), an outlier statistic beside ``T/M``."""
         codes, lengths = self._sequences(docs)
         ok = _usable(codes, lengths)
         failures = {docs[b].id: self.check(docs[b]) for b in np.flatnonzero(~ok)}
@@ -378,13 +380,34 @@ class SectionTransitionCritic(Critic):
         kept = [d.id for d, good in zip(docs, ok.tolist()) if good]
         unk = np.bincount(np.repeat(np.arange(len(lengths)), lengths)[codes == self.index_[UNKNOWN]],
                           minlength=len(lengths))
+        fitted = hasattr(self, "prior_")  # fit projects the validation set before the prior is chosen
         return Projection(
             doc_ids=kept,
             posterior=SequencePointMass(_padded(codes, lengths)),
             latent_steps=torch.from_numpy(lengths + 1.0),
             failures=failures,
             unknown={kept[b]: int(unk[b]) for b in np.flatnonzero(unk)},
+            extras={"worst_transition_nll": self.worst_transition_nll(codes, lengths).tolist()} if fitted else {},
         )
+
+    def worst_transition_nll(self, codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """``(B,)``: ``max_m -log P_c(z_m | z_m-1)`` over the ``M + 1`` transitions of each chain
+        ``<bos> z_1 .. z_M <eos>`` (flat ``codes``, ``lengths (B,)``, every length >= 1).
+
+        ``T(x)/M(x)`` is the mean of these factors, so one implausible transition (a section repeated, one
+        dropped) moves it by a ``1/(M + 1)`` share; the largest factor shows it whole.  The critic names it as an
+        outlier statistic (:attr:`outlier_statistics`): the outlier p-value combines its p-value with ``T/M``'s.
+        """
+        prior = self.prior()
+        initial, transition, final = (t.numpy() for t in (prior.initial, prior.transition, prior.final))
+        starts = np.cumsum(lengths) - lengths
+        worst = -np.minimum(initial[codes[starts]], final[codes[starts + lengths - 1]])
+        inner = np.ones(len(codes), dtype=bool)
+        inner[starts] = False  # position n > first of its document: the transition codes[n-1] -> codes[n]
+        doc_of = np.repeat(np.arange(len(lengths)), lengths)
+        steps = -transition[codes[np.flatnonzero(inner) - 1], codes[inner]]
+        np.maximum.at(worst, doc_of[inner], steps)
+        return worst
 
     # ------------------------------------------------------------ inspection
     def transition_probability(self, previous: str, current: str) -> float:

@@ -120,3 +120,21 @@ def test_the_classifier_critic_names_the_least_likely_transitions_of_its_map_pat
     assert critic.explain(bare, doc) == got
     with pytest.raises(ValueError, match="no 'labels' extra and no document"):
         critic.explain(bare)
+
+
+def test_the_worst_transition_is_the_largest_factor_of_t_and_joins_the_outlier_p_value(critic):
+    """``worst_transition_nll`` = max over the M + 1 transitions of -log P_c, by hand; T(x) is their sum; the
+    outlier p-value is the Sidak combination of the two statistics' own p-values."""
+    by_hand = ByHand([[s.title for s in d.sections] for d in training()], DELTA)
+    chains = {"ok": ["name", "synopsis", "description"], "repeat": ["name", "synopsis", "synopsis", "description"],
+              "one": ["options"], "drop": ["name", "description"]}
+    got = results(critic, [page(k, v) for k, v in chains.items()])
+    for doc_id, chain in chains.items():
+        factors = [-math.log(by_hand.p(a, b)) for a, b in zip(["<bos>", *chain], [*chain, "<eos>"])]
+        d = got[doc_id]
+        assert d.extras["worst_transition_nll"] == pytest.approx(max(factors), rel=1e-12)
+        assert d.latent_nll == pytest.approx(sum(factors), rel=1e-12)
+        p = d.p_values
+        assert set(p) == {"latent_nll_per_step", "worst_transition_nll"}
+        assert d.outlier_p_value == pytest.approx(1 - (1 - min(p.values())) ** 2, rel=1e-12)
+    assert got["repeat"].extras["worst_transition_nll"] > got["ok"].extras["worst_transition_nll"]
