@@ -53,8 +53,8 @@ def _plain(value):
 
 
 def outlier_p_values(reference: np.ndarray, values: np.ndarray, *, reference_words: np.ndarray | None = None,
-                     words: np.ndarray | None = None, outlier_score: str = "length"
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                     words: np.ndarray | None = None, outlier_score: str = "length",
+                     tie_break: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Outlier p-values of documents with statistics ``values (n, J)`` against reference documents' ``reference
     (n_ref, J)``.
 
@@ -69,20 +69,23 @@ def outlier_p_values(reference: np.ndarray, values: np.ndarray, *, reference_wor
     the chance that the smallest of ``J`` independent uniform p-values is at most ``min_j p_j(x)``: uniform on
     real documents when the statistics are independent, and under any dependence between them
     ``P(p <= a) <= J (1 - (1 - a)^(1/J)) <= -log(1 - a)`` (0.0513 at a = 0.05; Bonferroni's bound on the
-    minimum).  With ``J = 1`` it is ``p_1`` itself.
+    minimum).  With ``J = 1`` it is ``p_1`` itself.  ``tie_break (n, J)``: each column's ties broken as
+    :func:`critic.stats.empirical_p_values` breaks them (so a discrete statistic's p-values are uniform too).
 
     Returns ``(p, plain, components)``: ``p (n,)`` under ``outlier_score``, ``plain (n,)`` the combination of the
     plain p-values, and ``components (n, J)`` the columns' own p-values under ``outlier_score``.
     """
     reference, values = (np.asarray(a, dtype=np.float64) for a in (reference, values))
     reference, values = (a[:, None] if a.ndim == 1 else a for a in (reference, values))
-    plain = np.stack([stats.empirical_p_values(reference[:, j], values[:, j]) for j in range(values.shape[1])],
+    columns = range(values.shape[1])
+    ties = [None if tie_break is None else np.asarray(tie_break)[:, j] for j in columns]
+    plain = np.stack([stats.empirical_p_values(reference[:, j], values[:, j], tie_break=ties[j]) for j in columns],
                      axis=1)
     matched = plain
     if outlier_score == "length" and words is not None and len(values):
         ref_words = words if reference_words is None else reference_words
-        matched = np.stack([stats.size_matched_p_values(reference[:, j], ref_words, values[:, j], words)
-                            for j in range(values.shape[1])], axis=1)
+        matched = np.stack([stats.size_matched_p_values(reference[:, j], ref_words, values[:, j], words,
+                                                        tie_break=ties[j]) for j in columns], axis=1)
 
     def combined(p: np.ndarray) -> np.ndarray:
         return p[:, 0] if p.shape[1] == 1 else 1.0 - (1.0 - p.min(axis=1)) ** p.shape[1]
@@ -116,9 +119,11 @@ def summarize(
     per_step = scores.latent_nll / scores.latent_steps
     columns = _outlier_columns(scores, statistics)
     ref = columns if reference_columns is None else reference_columns
-    p_values, plain, components = outlier_p_values(ref, columns, reference_words=reference_words, words=words,
-                                                   outlier_score=outlier_score)
     names = ["latent_nll_per_step", *statistics]
+    ties = np.column_stack([stats.id_uniforms(scores.doc_ids, f"{seed}:{name}") for name in names]) if scores.n \
+        else None
+    p_values, plain, components = outlier_p_values(ref, columns, reference_words=reference_words, words=words,
+                                                   outlier_score=outlier_score, tie_break=ties)
     stderr = scores.latent_nll_stderr
     docs = [
         DocumentResult(

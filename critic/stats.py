@@ -14,6 +14,7 @@ against many).  What stays is one column-sum row per resample.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -21,6 +22,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 __all__ = [
+    "id_uniforms",
     "SetStatistic",
     "MEAN",
     "LATENT_PPL",
@@ -210,20 +212,39 @@ def permutation_tests(a: np.ndarray, b: np.ndarray, statistics: Sequence[SetStat
     return [PermutationTest(d, float(p), exact) for d, p in zip(observed, p_values)]
 
 
-def empirical_p_values(reference: np.ndarray, values: np.ndarray) -> np.ndarray:
+def empirical_p_values(reference: np.ndarray, values: np.ndarray, *, tie_break: np.ndarray | None = None
+                       ) -> np.ndarray:
     """Right-tail empirical p-value of each value against a reference sample.
 
     ``p(v) = (1 + #{r in reference : r >= v}) / (1 + |reference|)``: small
     when ``v`` is larger than almost all reference values (an outlier).
+
+    ``tie_break (n,)`` in ``[0, 1)``: ties are broken instead, ``p(v) = (1 + #{r > v} + floor(u (t + 1))) /
+    (1 + |reference|)`` with ``t = #{r = v}``: ``v`` takes a place among the ``t`` equal reference values, the
+    place chosen by ``u``.  For a statistic with ties (a discrete one) the p-value of a document exchangeable
+    with the reference is then uniform on ``{1, ..., n + 1} / (n + 1)`` when ``u`` is uniform and independent
+    of it -- as without ties -- instead of conservative; without ties both formulas agree.
     """
     ref = np.sort(np.asarray(reference, dtype=np.float64))
     values = np.asarray(values, dtype=np.float64)
     at_least = ref.size - np.searchsorted(ref, values, side="left")
-    return (1.0 + at_least) / (1.0 + ref.size)
+    if tie_break is None:
+        return (1.0 + at_least) / (1.0 + ref.size)
+    greater = ref.size - np.searchsorted(ref, values, side="right")
+    place = np.floor(np.asarray(tie_break, dtype=np.float64) * (at_least - greater + 1))
+    return (1.0 + greater + place) / (1.0 + ref.size)
+
+
+def id_uniforms(ids: Sequence[str], key: str) -> np.ndarray:
+    """``(n,)`` numbers in ``[0, 1)``, one per id: the first 8 bytes of SHA-256 of ``"key:id"`` over ``2^64``.
+    The same id and key always give the same number; across ids (or keys) they behave as independent uniforms."""
+    return np.array([int.from_bytes(hashlib.sha256(f"{key}:{i}".encode("utf-8")).digest()[:8], "big") / 2.0 ** 64
+                     for i in ids], dtype=np.float64)
 
 
 def size_matched_p_values(reference: np.ndarray, reference_sizes: np.ndarray, values: np.ndarray, sizes: np.ndarray,
-                          *, min_per_bin: int = 30, max_bins: int = 10) -> np.ndarray:
+                          *, min_per_bin: int = 30, max_bins: int = 10, tie_break: np.ndarray | None = None
+                          ) -> np.ndarray:
     """Right-tail empirical p-value of each value against the reference documents of similar size.
 
     The reference sizes (word counts) are cut at their quantiles into ``B = clip(n_ref // min_per_bin, 1,
@@ -232,6 +253,7 @@ def size_matched_p_values(reference: np.ndarray, reference_sizes: np.ndarray, va
     empty).  So a long document is compared with long reference documents: a statistic that grows or shrinks
     with length does not flag documents for their length, and on real documents the p-values are uniform within
     each bin (a test checks it).  One bin (a reference of fewer than ``2 min_per_bin``) is the plain p-value.
+    ``tie_break``: as :func:`empirical_p_values` takes it, one per value.
     """
     reference, values = np.asarray(reference, dtype=np.float64), np.asarray(values, dtype=np.float64)
     reference_sizes, sizes = np.asarray(reference_sizes, dtype=np.float64), np.asarray(sizes, dtype=np.float64)
@@ -242,5 +264,6 @@ def size_matched_p_values(reference: np.ndarray, reference_sizes: np.ndarray, va
     out = np.empty(len(values))
     for b in np.unique(value_bin):
         here, against = value_bin == b, reference[reference_bin == b]
-        out[here] = empirical_p_values(against if against.size else reference, values[here])
+        out[here] = empirical_p_values(against if against.size else reference, values[here],
+                                       tie_break=None if tie_break is None else np.asarray(tie_break)[here])
     return out

@@ -1,6 +1,7 @@
 """criticize() end to end with the tutorial critic, every number against an independent computation."""
 
 import importlib.util
+import hashlib
 import itertools
 import math
 from pathlib import Path
@@ -44,6 +45,16 @@ def test_tutorial_critic_is_short_and_scores_by_closed_form(tutorial, tmp_path):
     np.testing.assert_array_equal(again.score(test).latent_nll, got)
 
 
+def tie_broken_p(reference: np.ndarray, value: float, doc_id: str, *, seed: int,
+                 statistic: str = "latent_nll_per_step") -> float:
+    """The right-tail p-value by hand: ``(1 + #{r > v} + floor(u (t + 1))) / (1 + n)``, ``t = #{r = v}``, the
+    document's place among equal reference values chosen by ``u``: the first 8 bytes of SHA-256 of
+    ``"seed:statistic:id"`` over 2^64."""
+    u = int.from_bytes(hashlib.sha256(f"{seed}:{statistic}:{doc_id}".encode()).digest()[:8], "big") / 2 ** 64
+    greater, equal = np.sum(reference > value + 1e-12), np.sum(np.abs(reference - value) <= 1e-12)
+    return (1 + greater + math.floor(u * (equal + 1))) / (1 + len(reference))
+
+
 def test_criticize_numbers(tutorial, tmp_path):
     critic = tutorial.SectionCountCritic().fit(docs_with([3, 4, 5, 4, 4, 2, 6], "t"))
     ref_counts = [3, 4, 5, 4, 4, 3, 5, 4, 2, 6, 4, 5]
@@ -76,9 +87,9 @@ def test_criticize_numbers(tutorial, tmp_path):
     assert len(diffs) == math.comb(19, 7)
     assert abs(cand.p_value - expected) <= 4 * math.sqrt(exact * (1 - exact) / 999) + 1e-12
     assert ref.latent_nll_ci == pytest.approx(stats.bootstrap_cis(t_ref, [stats.MEAN], n_resamples=400, seed=3)[0])
-    # outlier p-values: empirical p of T/M against the reference set, by brute force
+    # outlier p-values: empirical p of T/M against the reference set, by brute force, ties broken
     for d, t in zip(cand.documents, t_cand):
-        assert d.outlier_p_value == pytest.approx((1 + np.sum(t_ref >= t - 1e-12)) / 13)
+        assert d.outlier_p_value == pytest.approx(tie_broken_p(t_ref, t, d.id, seed=3))
     top = result.outliers(top=3)
     assert [d.id for _, d in top] == ["c5", "c3", "c1"]  # 12, 10 and 9 sections are the least likely
 
@@ -263,8 +274,8 @@ def test_outlier_p_values_compare_with_reference_documents_of_similar_length(tut
         words = len(doc.text.split())
         same = ref_t[np.sum(ref_words[:, None] >= edges, axis=1) == np.sum(words >= edges)]
         assert d.words == words
-        assert d.outlier_p_value == pytest.approx((1 + np.sum(same >= d.latent_nll_per_step)) / (1 + len(same)))
-        assert d.plain_p_value == pytest.approx((1 + np.sum(ref_t >= d.latent_nll_per_step)) / 121)
+        assert d.outlier_p_value == pytest.approx(tie_broken_p(same, d.latent_nll_per_step, d.id, seed=0))
+        assert d.plain_p_value == pytest.approx(tie_broken_p(ref_t, d.latent_nll_per_step, d.id, seed=0))
     plain = criticize(critic, reference, {"lm": candidate}, n_bootstrap=20, n_permutations=20, outlier_score="plain")
     assert [d.outlier_p_value for d in plain.candidates["lm"].documents] == \
         [d.plain_p_value for d in result.candidates["lm"].documents]

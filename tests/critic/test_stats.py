@@ -179,3 +179,20 @@ def test_size_matched_p_values_are_uniform_within_length_tertiles_where_plain_on
     for t in range(3):
         assert kstest(matched[tertile == t], "uniform").pvalue > 0.01
     assert min(kstest(plain[tertile == t], "uniform").pvalue for t in range(3)) < 1e-6
+
+
+def test_broken_ties_make_a_discrete_statistic_s_p_values_uniform():
+    """A value exchangeable with a reference of n values from {0, 1, 2}: its tie-broken p-value is uniform on
+    {1..n+1}/(n+1) (the mean of the averaged exact distribution over many references is 1/(n+1) per atom),
+    while without breaking ties it is conservative (its mean is well above 1/2)."""
+    rng = np.random.default_rng(0)
+    n, trials = 9, 20_000
+    pooled = rng.integers(0, 3, size=(trials, n + 1)).astype(float)  # value and reference exchangeable
+    broken = np.array([stats.empirical_p_values(row[1:], row[:1], tie_break=rng.random(1))[0] for row in pooled])
+    plain = np.array([stats.empirical_p_values(row[1:], row[:1])[0] for row in pooled])
+    counts = np.bincount(np.rint(broken * (n + 1)).astype(int) - 1, minlength=n + 1)
+    expected = trials / (n + 1)
+    assert counts.sum() == trials and np.all(np.abs(counts - expected) < 5 * np.sqrt(expected))
+    assert abs(broken.mean() - (n + 2) / (2 * (n + 1))) < 0.01 and plain.mean() > broken.mean() + 0.1
+    ids = stats.id_uniforms(["a", "b", "a"], "0:x")
+    assert ids[0] == ids[2] != ids[1] and np.all((ids >= 0) & (ids < 1))
