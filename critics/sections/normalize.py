@@ -120,6 +120,9 @@ class CorpusFilter:
     max_section_tokens: int | None = None
     min_title_count: int = 1
     count_tokens: Callable[[str], int] = whitespace_tokens
+    max_document_tokens: int | None = None
+    """Most tokens of a whole document (its kept sections): a study whose LM must generate whole documents keeps
+    those it can finish within its sampling budget."""
 
     def normalize_document(self, doc: Document, report: FilterReport | None = None) -> Document:
         """Normalise titles and drop the app. E boilerplate sections."""
@@ -145,6 +148,10 @@ class CorpusFilter:
                 return f"section {k} ({sec.title!r}) has {n} tokens (< {self.min_section_tokens})"
             if self.max_section_tokens is not None and n > self.max_section_tokens:
                 return f"section {k} ({sec.title!r}) has {n} tokens (> {self.max_section_tokens})"
+        if self.max_document_tokens is not None:
+            n = sum(self.count_tokens(sec.text) for sec in doc.sections)
+            if n > self.max_document_tokens:
+                return f"{n} tokens in its sections (> {self.max_document_tokens})"
         return None
 
     def apply(self, splits: dict[str, Sequence[Document]], *, train: str = "train"

@@ -50,7 +50,7 @@ __all__ = ["main", "SCHEMA", "FORMATS"]
 FORMATS = {"lm_w_title": True, "lm_wo_title": False}
 """Set name -> whether the LM is trained with section titles (paper: W/ Title, W/O Title)."""
 CORPORA = ("manpages", "linux-doc")
-FILTER_KEYS = ("min_sections", "min_section_tokens", "max_section_tokens", "min_title_count")
+FILTER_KEYS = ("min_sections", "min_section_tokens", "max_section_tokens", "min_title_count", "max_document_tokens")
 
 
 def _corpus_table(root: str, min_sections: int, min_section_tokens: int, max_section_tokens: int,
@@ -61,6 +61,8 @@ def _corpus_table(root: str, min_sections: int, min_section_tokens: int, max_sec
         "min_section_tokens": Key(int, min_section_tokens, min=0, help="fewest whitespace tokens of a section"),
         "max_section_tokens": Key(int, max_section_tokens, min=1, help="most whitespace tokens of a section"),
         "min_title_count": Key(int, min_title_count, min=1, help="a title must occur this often in train"),
+        "max_document_tokens": Key(int, min=1, help="most whitespace tokens of a whole document, so an LM can "
+                                                   "generate it within [sample] max_new_tokens (absent: no limit)"),
         "max_train_documents": Key(int, min=1, help="keep the first N training documents (absent: all)"),
         "valid_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of documents in the validation split"),
         "test_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of documents in the test split"),
@@ -100,7 +102,7 @@ def _build(run: Pipeline, stage: Stage, corpus: str, settings: dict) -> None:
 
 def _filter(run: Pipeline, stage: Stage, data: Stage, corpus: str, settings: dict) -> None:
     with run.computing(stage):
-        filt = CorpusFilter(**{k: settings[k] for k in FILTER_KEYS})
+        filt = CorpusFilter(**{k: settings.get(k) for k in FILTER_KEYS})
         kept, report = filt.apply(read_splits(data.path))
         if settings.get("max_train_documents"):
             kept["train"] = kept["train"][:settings["max_train_documents"]]

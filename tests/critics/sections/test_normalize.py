@@ -38,3 +38,15 @@ def test_corpus_filter_records_every_removal():
         "test/d6": "infrequent title 'appendix' (0 < 2 in train)",
     }
     assert report.sections_dropped == {"reference": 1, "note": 1}
+
+
+def test_a_document_longer_than_max_document_tokens_is_removed_with_its_count():
+    """Whole-document length over the kept sections (boilerplate dropped first): 3 sections of 10 words = 30."""
+    splits = {"train": [doc(0, ["Intro", "Method", "Result"], words=10), doc(1, ["Intro", "Method", "Result"]),
+                        doc(2, ["Intro", "Method", "Result", "References"], words=10)]}
+    kept, report = CorpusFilter(min_sections=3, max_document_tokens=30).apply(splits)
+    assert [d.id for d in kept["train"]] == ["d0", "d1", "d2"]  # 30 tokens is not more than 30
+    kept, report = CorpusFilter(min_sections=3, max_document_tokens=29).apply(splits)
+    assert [d.id for d in kept["train"]] == ["d1"]  # 3 sections of 5 words
+    assert report.removed["train/d0"] == "30 tokens in its sections (> 29)"
+    assert report.removed["train/d2"] == "30 tokens in its sections (> 29)"  # the dropped References not counted
