@@ -42,8 +42,8 @@ from .panel import load_results
 from .registry import register_runner
 from .stages import Stage
 
-__all__ = ["Pipeline", "register_study", "study_schema", "critic_table", "load_results", "RUNTIME_KEYS",
-           "CRITICISM_KEYS"]
+__all__ = ["Pipeline", "register_study", "study_schema", "critic_table", "load_results", "read_json",
+           "RUNTIME_KEYS", "CRITICISM_KEYS"]
 
 RUNTIME_KEYS = {
     "threads": Key(int, 1, min=1, help="torch threads while the study runs (1 is fastest for small models here)"),

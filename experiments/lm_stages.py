@@ -87,6 +87,9 @@ class LmStages:
             _format(lm, with_titles=True)
         except ValueError as exc:
             raise ValueError(f"[lm] end_of_document: {exc}") from None
+        shared = lm.get("shared_dir")
+        if shared is not None and Path(shared).exists() and not Path(shared).is_dir():
+            raise ValueError(f"[lm] shared_dir: {shared} exists and is not a folder")  # refused before any stage
         self.tokenizer = (self._model_stage("tokenizer", {k: lm[k] for k in ("vocab_size", "end_of_document")},
                                             [data])
                           if lm["model"] == "tiny" else None)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from critic.corpora.manpages import build_manpages
 from critic.study import Pipeline, study_schema
 from experiments.lm_stages import LM_TABLE, SAMPLE_TABLE, LmStages
@@ -44,3 +46,11 @@ def test_a_second_study_reuses_the_shared_model_and_a_changed_setting_trains_ano
     _, third = study(tmp_path / "c", fixture_manpage_root, shared, learning_rate=1e-3)
     assert third.lms["lm"].path != lm.path and (third.lms["lm"].path / "best").is_dir()
     assert third.tokenizer.path == first.tokenizer.path  # the tokenizer does not depend on the learning rate
+
+
+def test_a_shared_dir_that_is_a_file_is_refused_before_any_stage_runs(tmp_path, fixture_manpage_root):
+    taken = tmp_path / "models"
+    taken.write_text("not a folder")
+    with pytest.raises(ValueError, match=r"\[lm\] shared_dir: .*models exists and is not a folder"):
+        study(tmp_path / "a", fixture_manpage_root, taken)
+    assert not (tmp_path / "a").exists()
