@@ -36,7 +36,7 @@ from .cli_args import (called_options, common_options, named_file, named_number,
                        probability, resampling_options, signature_options)
 from .config import (ConfigError, check_config, check_params, describe_settings, line_of, read_toml, seeded_params,
                      suggest)
-from .io import check_replaceable
+from .io import atomic_write_text, check_replaceable
 
 __all__ = ["main", "build_parser", "seed_everything", "EXIT_ERROR", "EXIT_INTERRUPTED"]
 
@@ -129,13 +129,40 @@ def cmd_fit(args) -> int:
     valid = _read(args, args.valid)[0] if args.valid else None
     print(f"fitting {args.critic} on {len(train)} documents"
           + (f" (validation: {len(valid)})" if valid else "") + " ...", file=sys.stderr, flush=True)
-    with progress.shown():
-        critic = cls(**params).to(args.device).fit(train, validation=valid)
+    check = None
+    if args.check_seeds:
+        check = _fit_checking_seeds(args, cls, params, train, valid)
+        critic = check.critics[0]
+    else:
+        with progress.shown():
+            critic = cls(**params).to(args.device).fit(train, validation=valid)
     critic.save(args.out)
+    if check is not None:  # beside the critic's folder, which holds the critic's own files only
+        written = args.out.with_name(args.out.name + ".seed_check.json")
+        atomic_write_text(written, json.dumps(check.to_json(), indent=1) + "\n")
+        print(f"seed check ({'--valid' if valid else 'the training documents'}), written to {written}:\n"
+              + "\n".join(check.lines()))
     print(f"fitted {args.critic}: {critic.fit_summary(len(train))}; saved to {args.out}")
     for warning in critic.fit_warnings():
         print(f"critic: warning: {warning}", file=sys.stderr)
     return 0
+
+
+def _fit_checking_seeds(args, cls: type, params: dict, train: list, valid: list | None):
+    """``--check-seeds N``: fit with seeds ``--seed``, ``--seed + 1``, ..., and score ``--valid`` (else the training
+    documents) with each fit (:mod:`critic.seeds`); the first seed's fit is the critic saved, the agreement is
+    printed and written beside its folder (``OUT.seed_check.json``)."""
+    from .seeds import check_seeds
+
+    if args.check_seeds < 2:
+        raise ConfigError(f"--check-seeds: compare at least 2 seeds, got {args.check_seeds}")
+    if "seed" not in params:
+        raise ConfigError(f"--check-seeds: critic {args.critic!r} has no seed setting, so its fits cannot differ by seed")
+    seeds = [params["seed"] + i for i in range(args.check_seeds)]
+    scored = valid if valid else train
+    with progress.shown():
+        return check_seeds(lambda seed: cls(**{**params, "seed": seed}).to(args.device), train, scored, seeds,
+                           validation=valid)
 
 
 def cmd_score(args) -> int:
@@ -437,6 +464,10 @@ def _add_fit(p: argparse.ArgumentParser) -> None:
                                                   "critic does)")
         f.add_argument("--out", required=True, type=Path, help="folder to save the fitted critic in")
         f.add_argument("--params", help='critic settings as JSON, e.g. \'{"delta": 0.1}\' (listed below)')
+        f.add_argument("--check-seeds", type=positive_int, metavar="N",
+                       help="fit with N seeds (--seed, --seed + 1, ...; N >= 2), score --valid (else the training "
+                            "documents) with each and print how well they agree: Latent NLL correlation, top-20 "
+                            "outliers shared, matched topics' cosine (OUT.seed_check.json); the first fit is saved")
         common_options(f)
         _input_options(f)
         f.set_defaults(func=cmd_fit)

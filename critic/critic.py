@@ -257,6 +257,13 @@ class Critic:
         return [f"fitted on {used} of {used + len(skipped)} training documents: {len(skipped)} were skipped (e.g. "
                 f"{example!r}: {why}), so the prior describes a minority of the text it was given"]
 
+    def latent_components(self) -> np.ndarray | None:
+        """Parameters of the latent states that two fits may learn in another order, one row per state
+        (``(K, V)``: the topics' word distributions), for matching fits of different seeds
+        (:mod:`critic.seeds`).  Default: ``None`` (states named by the data, as section types, need no
+        matching)."""
+        return None
+
     # -------------------------------------------------------------- optional: what the HTML report shows
     def report_figures(self, result: Any, documents: Mapping[str, Sequence[Document]]) -> dict[str, Any]:
         """This critic's own figures for a report: caption -> matplotlib ``Figure`` (drawn on

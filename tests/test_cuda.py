@@ -62,9 +62,9 @@ def critics():
         "sections": (lambda: SectionTransitionCritic(delta=0.1), pages),
         "hsmm": (lambda: HSMMCritic(num_states=2, max_len=4, top_k_ngrams=50, end_token=".", epochs=1,
                                     fit_batch_size=8), tokens),
-        "ctm": (lambda: CorrelatedTopicCritic(num_topics=3, steps=100, train_batch_size=64, infer_steps=50), words),
-        "ctm-newton": (lambda: CorrelatedTopicCritic(num_topics=3, steps=100, train_batch_size=64,
-                                                     infer_method="newton"), words),
+        "ctm": (lambda: CorrelatedTopicCritic(num_topics=3, em_iterations=20), words),   # EM from the NMF start
+        "ctm-svi": (lambda: CorrelatedTopicCritic(num_topics=3, fit_method="svi", init="random", steps=100,
+                                                  train_batch_size=64, infer_method="adam", infer_steps=50), words),
     }
 
 

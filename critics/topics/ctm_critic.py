@@ -39,6 +39,7 @@ paper's, unchanged.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from typing import Any, Sequence
@@ -87,13 +88,16 @@ def tokenize(text: str) -> list[str]:
 class CorrelatedTopicCritic(Critic):
     """Correlated topic model critic (see the module docstring).
 
-    Settings: ``num_topics`` (K); fitting (:func:`~critics.topics.ctm.fit_ctm`): ``fit_method`` (``"svi"``,
-    the default: ``steps`` SVI steps of ``train_batch_size`` documents with ``lr`` and ``num_particles``;
-    ``"em"``: variational EM, at most ``em_iterations`` iterations, each a Newton E-step on every training
-    document and closed-form M-steps -- not the default until its seed agreement is measured, see
-    docs/critics/topics.md), ``init`` (``"random"``, the default: a few seeded random documents; ``"nmf"``:
-    topics from KL-NMF of the counts from NNDSVD, the same for every seed), ``prior_step`` (SVI only: ``"gradient"``, Adam on ``mu, L``; ``"closed-form"``: once per pass),
-    ``tol`` (relative change of the windowed ELBO: the stopping rule), ``topic_concentration``
+    Settings: ``num_topics`` (K); fitting (:func:`~critics.topics.ctm.fit_ctm`): ``fit_method`` (``"em"``,
+    the default: variational EM, at most ``em_iterations`` iterations, each a Newton E-step on every training
+    document and closed-form M-steps; ``"svi"``: ``steps`` SVI steps of ``train_batch_size`` documents with
+    ``lr`` and ``num_particles``, the default before issue 21, whose fits disagree by seed), ``init``
+    (``"nmf"``, the default: topics from KL-NMF of the counts from NNDSVD, the same for every seed;
+    ``"random"``: a few seeded random documents), ``covariance_prior_weight`` and ``covariance_prior_scale``
+    (``w``, ``s_0``: ``Sigma``'s closed-form step is the inverse-Wishart MAP ``(S + w N s_0 I) / (N + w N)``,
+    ``S`` the posteriors' scatter; ``w = 0``: maximum likelihood, which does not settle; see
+    docs/critics/topics.md), ``prior_step`` (SVI only: ``"gradient"``, Adam on ``mu, L``; ``"closed-form"``:
+    once per pass), ``tol`` (relative change of the windowed objective: the stopping rule), ``topic_concentration``
     (a symmetric Dirichlet on each topic's word distribution, ``None``: none); inference for new
     documents: ``infer_method`` (``"newton"``, the default: Newton steps on the ELBO with ``infer_draws``
     (24) fixed draws; ``"adam"``, the default until the Newton path was 3x faster: Adam with ``infer_lr`` and
@@ -119,7 +123,8 @@ class CorrelatedTopicCritic(Critic):
 
     def __init__(self, *, num_topics: int = 100, steps: int = 3000, train_batch_size: int = 256, lr: float = 0.05,
                  num_particles: int = 1, tol: float = 1e-5, topic_concentration: float | None = None,
-                 fit_method: str = "svi", init: str = "random", prior_step: str = "gradient", em_iterations: int = 200,
+                 fit_method: str = "em", init: str = "nmf", prior_step: str = "gradient", em_iterations: int = 200,
+                 covariance_prior_weight: float = 0.5, covariance_prior_scale: float = 1.0,
                  infer_steps: int | None = None, infer_batch_size: int = 512, infer_lr: float = 0.05,
                  infer_samples: int = 4, infer_tol: float | None = None, infer_method: str = "newton",
                  infer_draws: int = 24, seed: int = 0,
@@ -130,6 +135,8 @@ class CorrelatedTopicCritic(Critic):
         self.init = init
         self.prior_step = prior_step
         self.em_iterations = em_iterations
+        self.covariance_prior_weight = covariance_prior_weight
+        self.covariance_prior_scale = covariance_prior_scale
         self.train_batch_size = train_batch_size
         self.lr = lr
         self.num_particles = num_particles
@@ -161,6 +168,12 @@ class CorrelatedTopicCritic(Critic):
             raise ValueError(f"init must be 'nmf' or 'random', got {self.init!r}")
         if self.prior_step not in ("gradient", "closed-form"):
             raise ValueError(f"prior_step must be 'gradient' or 'closed-form', got {self.prior_step!r}")
+        for name, zero_allowed in (("covariance_prior_weight", True), ("covariance_prior_scale", False)):
+            value = getattr(self, name)
+            number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            if not number or value < 0 or (value == 0 and not zero_allowed):
+                bound = ">= 0" if zero_allowed else "> 0"
+                raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
         for name in ("steps", "em_iterations", "train_batch_size", "infer_steps", "infer_batch_size", "infer_samples", "infer_draws",
                      "min_count", "num_particles"):
             value = getattr(self, name)
@@ -206,7 +219,7 @@ class CorrelatedTopicCritic(Critic):
     # ------------------------------------------------------------------ fit / project / prior
     def fit(self, docs: Sequence[Document], *, validation: Sequence[Document] | None = None
             ) -> "CorrelatedTopicCritic":
-        """Build the vocabulary and fit the CTM by SVI on ``docs``; with ``validation``, also record the
+        """Build the vocabulary and fit the CTM (``fit_method``) on ``docs``; with ``validation``, also record the
         held-out ELBO per token (``validation_elbo_per_token_``)."""
         self._check_params()
         self._build_vocab([self._tokens(d) for d in docs])
@@ -219,7 +232,9 @@ class CorrelatedTopicCritic(Critic):
         result = fit_ctm(bow, self.num_topics, steps=self.em_iterations if em else self.steps,
                          batch_size=self.train_batch_size, lr=self.lr, num_particles=self.num_particles, tol=self.tol,
                          seed=self.seed, topic_concentration=self.topic_concentration, device=self.device,
-                         method=self.fit_method, init=self.init, prior_step=self.prior_step)
+                         method=self.fit_method, init=self.init, prior_step=self.prior_step,
+                         covariance_prior_weight=float(self.covariance_prior_weight),
+                         covariance_prior_scale=float(self.covariance_prior_scale))
         self.globals_ = result.globals
         self.elbo_trace_ = list(result.elbo_trace)
         self.fit_steps_ = int(result.steps)
@@ -296,6 +311,11 @@ class CorrelatedTopicCritic(Critic):
         mu = g.mu.to(device=m.device, dtype=torch.float64)
         sd = g.scale_tril.to(device=m.device, dtype=torch.float64).pow(2).sum(-1).sqrt()
         return (m.to(torch.float64) - mu) / sd
+
+    def latent_components(self):
+        """The topics' word distributions ``phi (K, V)`` (:mod:`critic.seeds` matches fits on them)."""
+        self._require_fitted()
+        return self.globals_.phi.double().cpu().numpy()
 
     def topic_words(self, n: int = 10) -> list[list[str]]:
         """The ``n`` most probable words of every topic."""

@@ -239,6 +239,11 @@ class LdaCodeMixCritic(Critic):
             raise ValueError(f"none of the {len(docs)} documents has a word in the LDA dictionary")
         return _per_word_bound(self.model_, bows, _SameStart(self.fit_init_, self.seed, self.num_topics))
 
+    def latent_components(self) -> np.ndarray:
+        """The topics' word distributions ``(K, V)`` (:mod:`critic.seeds` matches fits on them)."""
+        self._require_fitted()
+        return np.asarray(self.model_.get_topics(), dtype=np.float64)
+
     @property
     def alpha_(self) -> np.ndarray:
         """The learned Dirichlet prior ``alpha`` (``M``,)."""

@@ -1,7 +1,7 @@
 """Benchmark: do the topic critics' fits reproduce across seeds (issue 21)?
 
     python -m experiments.benchmarks.topic_seeds [--docs 1000] [--heldout 400] [--topics 10] [--seeds 3]
-        [--configs today,new] [--lda-configs today,new] [--no-lda] [--corpus wiki|synthetic] [--threads 1]
+        [--configs before,default] [--lda-configs before,default] [--no-lda] [--corpus wiki|synthetic] [--threads 1]
         [--json out.json]
 
 Fits each configuration of the CTM critic (:class:`critics.topics.CorrelatedTopicCritic`, the vocabulary of
@@ -19,18 +19,20 @@ of seeds (the mean and the worst pair):
 and per fit the held-out log-likelihood per token (the held-out ELBO per token: a lower bound), the steps
 it took, whether it converged, and its seconds.  Configurations (``--configs``, comma-separated):
 
-* ``today``: the settings before issue 21: SVI, 3,000 steps, random init (``fit_method="svi",
+* ``before``: the settings before issue 21: SVI, 3,000 steps, random init (``fit_method="svi",
   init="random"``);
-* ``new``: variational EM from the NMF init (``fit_method="em", init="nmf"``, opt-in);
+* ``default``: the critic's defaults: variational EM from the NMF init with the inverse-Wishart MAP for
+  ``Sigma`` (``fit_method="em", init="nmf", covariance_prior_weight=0.5, covariance_prior_scale=1``);
+* ``em-ml``: the same with the maximum-likelihood ``Sigma`` (``covariance_prior_weight=0``);
 * ``em-random``: variational EM from the random init (what EM alone does for reproducibility);
 * ``svi-nmf``: SVI from the NMF init with closed-form ``mu, Sigma`` once per pass.
 
 Then the same for the LDA critic (:class:`critics.topics.LdaCodeMixCritic`, gensim, ``--topics`` topics, its
 other settings the defaults), unless ``--no-lda``, per configuration of ``--lda-configs``:
 
-* ``today``: gensim's random start (``init="random"``), the default before issue 21;
-* ``new``: the deterministic start, topics from KL-NMF of the counts (``init="nmf"``);
-* ``today-long``: the random start with 40 passes instead of 10 (what more passes alone do).
+* ``before``: gensim's random start (``init="random"``), the default before issue 21;
+* ``default``: the critic's defaults: the deterministic start, topics from KL-NMF of the counts (``init="nmf"``);
+* ``before-long``: the random start with 40 passes instead of 10 (what more passes alone do).
 
 For the LDA the mean-only score is ``-log Dir(E[z]; alpha)``, the held-out log-likelihood per token is the
 critic's :meth:`~critics.topics.LdaCodeMixCritic.per_word_bound` (gensim's ``log_perplexity``, its bound) and the
@@ -41,33 +43,31 @@ steps are the passes, converged by the critic's relative-change rule on the per-
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import time
 
 import numpy as np
 
 from critic.io import atomic_write_text
+from critic.seeds import TOP, seed_agreement
 
 __all__ = ["CONFIGS", "LDA_CONFIGS", "agreement", "main", "synthetic_documents"]
 
 CONFIGS = {
-    "today": {"fit_method": "svi", "init": "random"},
-    "new": {"fit_method": "em", "init": "nmf"},
-    "em-random": {"fit_method": "em", "init": "random"},
+    "before": {"fit_method": "svi", "init": "random"},
+    "default": {},
+    "em-ml": {"covariance_prior_weight": 0.0},
+    "em-random": {"init": "random"},
     "svi-nmf": {"fit_method": "svi", "init": "nmf", "prior_step": "closed-form"},
 }
 """CTM critic settings per configuration (on top of ``num_topics`` and ``seed``)."""
 
 LDA_CONFIGS = {
-    "today": {"init": "random"},
-    "new": {"init": "nmf"},
-    "today-long": {"init": "random", "passes": 40},
+    "before": {"init": "random"},
+    "default": {},
+    "before-long": {"init": "random", "passes": 40},
 }
 """LDA critic settings per configuration (on top of ``num_topics`` and ``seed``)."""
-
-TOP = 20
-"""Outliers: the documents with the highest exact Latent NLL."""
 
 
 def synthetic_documents(num_docs: int, *, topics: int = 6, vocab: int = 200, seed: int = 0):
@@ -88,29 +88,14 @@ def synthetic_documents(num_docs: int, *, topics: int = 6, vocab: int = 200, see
     return docs
 
 
-def _cosine_matched(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Cosines of the topics ``a (K, V)`` and ``b (K, V)`` matched one to one (Hungarian on cosine)."""
-    from scipy.optimize import linear_sum_assignment
-
-    a = a / np.linalg.norm(a, axis=1, keepdims=True)
-    b = b / np.linalg.norm(b, axis=1, keepdims=True)
-    cos = a @ b.T
-    rows, cols = linear_sum_assignment(-cos)
-    return cos[rows, cols]
-
-
 def agreement(fits: list[dict], top: int = TOP) -> dict:
     """Over every pair of fits (each ``{"exact", "mean_only"}`` Latent NLLs over the same documents and
-    ``topics (K, V)``): the correlations, the top-``top`` overlap and the matched-topic cosine median,
-    as ``{name: {"mean", "min", "pairs"}}``."""
-    rows: dict[str, list[float]] = {"corr_exact": [], "corr_mean_only": [], "top_overlap": [], "topic_cosine": []}
-    for a, b in itertools.combinations(fits, 2):
-        rows["corr_exact"].append(float(np.corrcoef(a["exact"], b["exact"])[0, 1]))
-        rows["corr_mean_only"].append(float(np.corrcoef(a["mean_only"], b["mean_only"])[0, 1]))
-        top_a, top_b = set(np.argsort(-a["exact"])[:top]), set(np.argsort(-b["exact"])[:top])
-        rows["top_overlap"].append(float(len(top_a & top_b)))
-        rows["topic_cosine"].append(float(np.median(_cosine_matched(a["topics"], b["topics"]))))
-    return {name: {"mean": float(np.mean(v)), "min": float(np.min(v)), "pairs": v} for name, v in rows.items()}
+    ``topics (K, V)``): the correlations, the top-``top`` overlap (by the exact score) and the matched-topic
+    cosine median (:func:`critic.seeds.seed_agreement`), as ``{name: {"mean", "min", "pairs"}}``."""
+    exact = seed_agreement([f["exact"] for f in fits], [f["topics"] for f in fits], top=top)
+    mean_only = seed_agreement([f["mean_only"] for f in fits], top=top)
+    return {"corr_exact": exact["corr"], "corr_mean_only": mean_only["corr"], "top_overlap": exact["top_overlap"],
+            "topic_cosine": exact["component_cosine"]}
 
 
 def _ctm_fit(train, heldout, topics: int, seed: int, settings: dict) -> dict:
@@ -129,7 +114,7 @@ def _ctm_fit(train, heldout, topics: int, seed: int, settings: dict) -> dict:
     g = critic.globals_
     terms = PriorTerms(g.mu.double().cpu(), g.scale_tril.double().cpu())
     return {"exact": terms.cross_entropy(m, v).numpy(), "mean_only": terms.cross_entropy(m, torch.zeros_like(v)).numpy(),
-            "topics": g.phi.double().cpu().numpy(), "heldout_ll_per_token": critic.validation_elbo_per_token_,
+            "topics": critic.latent_components(), "heldout_ll_per_token": critic.validation_elbo_per_token_,
             "steps": critic.fit_steps_, "converged": critic.fit_converged_, "seconds": seconds,
             "final_elbo": critic.elbo_trace_[-1], "sigma_trace": float(torch.trace(g.sigma.double()))}
 
@@ -152,7 +137,7 @@ def _lda_fit(train, heldout, topics: int, seed: int, settings: dict) -> dict:
              - ((alpha - 1) * (torch.digamma(gamma) - torch.digamma(gamma.sum(-1, keepdim=True)))).sum(-1))
     mean = gamma / gamma.sum(-1, keepdim=True)
     return {"exact": exact.numpy(), "mean_only": (-prior.log_prob(mean)).numpy(),
-            "topics": np.asarray(critic.model_.get_topics(), dtype=np.float64),
+            "topics": critic.latent_components(),
             "heldout_ll_per_token": critic.per_word_bound(heldout), "steps": critic.fit_passes_,
             "converged": critic.fit_converged_, "seconds": seconds, "final_bound": critic.bound_trace_[-1]}
 
@@ -178,8 +163,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--heldout", type=int, default=400, help="held-out documents scored")
     ap.add_argument("--topics", type=int, default=10)
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--configs", default="today,new", help=f"comma-separated, of {', '.join(CONFIGS)}")
-    ap.add_argument("--lda-configs", default="today,new", help=f"comma-separated, of {', '.join(LDA_CONFIGS)}")
+    ap.add_argument("--configs", default="before,default", help=f"comma-separated, of {', '.join(CONFIGS)}")
+    ap.add_argument("--lda-configs", default="before,default", help=f"comma-separated, of {', '.join(LDA_CONFIGS)}")
     ap.add_argument("--no-lda", action="store_true", help="skip the LDA critic")
     ap.add_argument("--corpus", choices=("wiki", "synthetic"), default="wiki")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
@@ -222,7 +207,7 @@ def main(argv=None) -> dict:
     for name in lda_configs:
         fits = [_lda_fit(train, heldout, args.topics, seed, LDA_CONFIGS[name]) for seed in range(args.seeds)]
         agree = agreement(fits)
-        _print_block(f"lda {name} {LDA_CONFIGS[name]}", fits, agree)
+        _print_block(f"lda {name} {LDA_CONFIGS[name] or '(critic defaults)'}", fits, agree)
         out["lda"][name] = {"agreement": agree, "fits": [{k: v for k, v in f.items() if k not in
                                                           ("exact", "mean_only", "topics")} for f in fits]}
     if args.json:

@@ -12,8 +12,11 @@
 ``samples/``           its ancestral samples (resumable)
 ``ppl/``               its word perplexity on the test split (context only: the topic critic has
                        ``M(x) = 1``, so no per-step claim is made from the critic)
-``critic/``            the CTM critic (``ctm``) fitted by SVI on the training split (the first
-                       ``max_train_documents``), its held-out ELBO per token on the validation split
+``critic/``            the CTM critic (``ctm``) fitted on the training split (the first
+                       ``max_train_documents``; variational EM by default), its held-out ELBO per token on
+                       the validation split
+``critic_seed<s>/``    (``[critic] check_seeds``) the same fit with the next seeds
+``seeds/``             how well the fits of the seeds agree on the test summaries (``agreement.json``)
 ``report/``            ``criticize(critic, reference = test summaries, candidates = {lm, manpages})``
                        with the exact ``T(x) = H(q, P_c)``: results.json, report.md, fig. 6
                        (``fig6_covariance.png``, one PNG per set, the centred version), the
@@ -74,9 +77,12 @@ SCHEMA = study_schema({
     "critic": {
         **critic_table(CorrelatedTopicCritic, exclude=("seed", "mean_only"), defaults={"infer_steps": 300}, notes={
             "num_topics": "K, topics of the CTM (paper: 100)",
-            "steps": "SVI steps of the fit (stops earlier when the ELBO settles)",
+            "steps": "SVI steps of the fit (fit_method = \"svi\"; stops earlier when the ELBO settles)",
+            "em_iterations": "most EM iterations (fit_method = \"em\"; stops earlier when the objective settles)",
             "max_doc_freq": "app. F: types in more than this share of training documents are removed"}),
         "validate": Key(bool, True, help="record the held-out ELBO per token on the validation split"),
+        "check_seeds": Key(int, 0, min=0, help="fit this many more critics, with the next seeds, and report how "
+                                               "well the fits agree on the test summaries (issue 21)"),
     },
 }, criticism={
     "n_words": Key(int, 10, min=1, help="top words listed per topic"),
@@ -91,26 +97,68 @@ def _build(run: Pipeline, stage: Stage, corpus: str, **kwargs) -> None:
     run.log(f"built {corpus}: {report.counts}")
 
 
-def _fit(run: Pipeline, stage: Stage, train: list[Document], valid: list[Document] | None) -> None:
-    settings = {k: v for k, v in run.config["critic"].items() if k != "validate"}
+_STUDY_KEYS = ("validate", "check_seeds")
+"""``[critic]`` keys of the study, not settings of the critic."""
+
+
+def _fit(run: Pipeline, stage: Stage, train: list[Document], valid: list[Document] | None, seed: int) -> None:
+    settings = {k: v for k, v in run.config["critic"].items() if k not in _STUDY_KEYS}
     with run.computing(stage):
         start = time.perf_counter()
-        critic = CorrelatedTopicCritic(**settings, seed=run.seed).to(run.device)
+        critic = CorrelatedTopicCritic(**settings, seed=seed).to(run.device)
         critic.fit(train, validation=valid)
         seconds = time.perf_counter() - start
         critic.save(stage.path / "critic")
         info = {"fit_seconds": seconds, "training_docs": critic.training_docs_,
                 "training_skipped": len(critic.training_skipped_), "vocabulary": len(critic.vocab_),
-                "removed_frequent": critic.frequent_, "fit_steps": critic.fit_steps_,
-                "fit_converged": critic.fit_converged_,
+                "removed_frequent": critic.frequent_, "fit_method": critic.fit_method_, "fit_init": critic.fit_init_,
+                "fit_steps": critic.fit_steps_, "fit_converged": critic.fit_converged_,
                 "validation_elbo_per_token": critic.validation_elbo_per_token_,
-                "final_elbo_per_document": float(np.mean(critic.elbo_trace_[-50:]))}
+                "final_objective_per_document": critic.elbo_trace_[-1], "warnings": critic.fit_warnings()}
         atomic_write_text(stage.path / "fit.json", json.dumps(info, indent=1) + "\n")
     elbo = info["validation_elbo_per_token"]
     run.log(f"critic: K={critic.num_topics}, {len(critic.vocab_)} word types ({len(critic.frequent_)} removed as "
             f"too frequent), {critic.training_docs_} documents ({len(critic.training_skipped_)} skipped), "
-            f"{critic.fit_steps_} steps (converged: {critic.fit_converged_}) in {seconds:.0f} s; held-out "
+            f"{_steps(info)} in {seconds:.0f} s, seed {seed}; held-out "
             "ELBO/token " + ("—" if elbo is None else f"{elbo:.3f}"))
+
+
+def _steps(fit: dict) -> str:
+    """``"38 EM iterations, converged"`` from a ``fit.json``."""
+    unit = "EM iterations" if fit.get("fit_method", "svi") == "em" else "SVI steps"
+    return f"{fit['fit_steps']} {unit}, " + ("converged" if fit["fit_converged"] else "NOT converged")
+
+
+def _seed_agreement(run: Pipeline, stage: Stage, critic_stages: list[Stage], docs: list[Document]) -> None:
+    """Score ``docs`` with every fit (exact and mean-only ``T(x)``) and write how well they agree
+    (:func:`critic.seeds.seed_agreement`) to ``agreement.json``."""
+    from critic.critic import Critic
+    from critic.seeds import seed_agreement
+
+    with run.computing(stage):
+        critics = [Critic.load(s.path / "critic", device=run.device) for s in critic_stages]
+        scores: dict[str, list[dict[str, float]]] = {"exact": [], "mean_only": []}
+        for critic in critics:
+            for scoring in scores:
+                critic.mean_only = scoring == "mean_only"
+                got = critic.score(docs, seed=critic.seed)
+                scores[scoring].append(dict(zip(got.doc_ids, got.latent_nll)))
+        ids = [d.id for d in docs if all(d.id in s for s in scores["exact"])]
+        exact = seed_agreement([np.array([s[i] for i in ids]) for s in scores["exact"]],
+                               [c.latent_components() for c in critics])
+        mean_only = seed_agreement([np.array([s[i] for i in ids]) for s in scores["mean_only"]])
+        info = {"seeds": [c.seed for c in critics], "documents": len(ids), "corr_exact": exact["corr"],
+                "corr_mean_only": mean_only["corr"], "top_overlap": exact["top_overlap"],
+                "topic_cosine": exact["component_cosine"]}
+        atomic_write_text(stage.path / "agreement.json", json.dumps(info, indent=1) + "\n")
+
+
+def _seeds_note(info: dict) -> str:
+    worst = (lambda name: info[name]["min"])
+    return (f"- Seeds {', '.join(map(str, info['seeds']))} (one fit each), on the {info['documents']} test summaries, "
+            f"worst pair: Latent NLL correlation {worst('corr_exact'):.3f} (mean-only {worst('corr_mean_only'):.3f}), "
+            f"{worst('top_overlap'):.0f} of the top 20 by T(x) shared, matched topics' cosine (median) "
+            f"{worst('topic_cosine'):.3f}")
 
 
 def _report(run: Pipeline, stage: Stage, critic_stage: Stage, sets: dict[str, list[Document]], extra: dict, *,
@@ -147,9 +195,12 @@ def _report(run: Pipeline, stage: Stage, critic_stage: Stage, sets: dict[str, li
                 tables["no_covariance"] = missing
             words = top_words(critic, settings["n_words"])
             blocks, tables["outliers"] = outlier_tables(critic, result, sets, settings["top"])
+            flagged_blocks, tables["flagged"] = outlier_tables(critic, result, sets, settings["top"], flagged=True)
             order = clustered_order(arrays["data"])
             tables.update(top_words=words, order=order.tolist())
             sections += ["## Table 14: outliers by T(x)", "", *blocks,
+                         "## Table 14 re-read: the documents flagged first (length-matched outlier p-value)", "",
+                         *flagged_blocks,
                          f"## Top {settings['n_words']} words per topic (fig. 6 order)", "",
                          "| topic | words |", "|---:|---|", *[f"| {k} | {' '.join(words[k])} |" for k in order], ""]
 
@@ -189,8 +240,13 @@ def main(run: Pipeline) -> dict[str, CriticismResult]:
                                       "test_fraction": data_cfg["test_fraction"]})
     lm = LmStages(run, data)
     samples, ppl = lm.samples["lm"], lm.ppls["lm"]
-    critic = run.stage("critic", {**critic_cfg, "max_train_documents": data_cfg.get("max_train_documents"),
-                                  "seed": run.seed}, upstream=[data])
+    fit_key = {**{k: v for k, v in critic_cfg.items() if k != "check_seeds"},
+               "max_train_documents": data_cfg.get("max_train_documents")}
+    critic = run.stage("critic", {**fit_key, "seed": run.seed}, upstream=[data])
+    seed_critics = [run.stage(f"critic_seed{run.seed + i}", {**fit_key, "seed": run.seed + i}, upstream=[data])
+                    for i in range(1, critic_cfg["check_seeds"] + 1)]
+    seeds = (run.stage("seeds", {"max_test_documents": data_cfg.get("max_test_documents")},
+                       upstream=[critic, *seed_critics, data]) if seed_critics else None)
     report_key = run.criticism_key({"max_test_documents": data_cfg.get("max_test_documents"),
                                     "max_baseline_documents": base_cfg.get("max_documents")})
     reports = {"exact": run.stage("report", report_key, upstream=[critic, data, baseline, samples, ppl])}
@@ -206,16 +262,21 @@ def main(run: Pipeline) -> dict[str, CriticismResult]:
                test_fraction=data_cfg["test_fraction"])
     splits = read_splits(data.path)
     lm.compute()
-    if run.needs(critic):
-        train = splits["train"][:data_cfg.get("max_train_documents")]
-        run.log(f"fitting the CTM on {len(train)} training summaries")
-        _fit(run, critic, train, splits["valid"] if critic_cfg["validate"] else None)
+    train = splits["train"][:data_cfg.get("max_train_documents")]
+    for seed, stage in enumerate([critic, *seed_critics], start=run.seed):
+        if run.needs(stage):
+            run.log(f"fitting the CTM on {len(train)} training summaries (seed {seed})")
+            _fit(run, stage, train, splits["valid"] if critic_cfg["validate"] else None, seed)
+    test = splits["test"][:data_cfg.get("max_test_documents")]
+    if seeds is not None and run.needs(seeds):
+        run.log(f"scoring the {len(test)} test summaries with the fits of {len(seed_critics) + 1} seeds")
+        _seed_agreement(run, seeds, [critic, *seed_critics], test)
 
     generated, unparsed = read_generations(samples.path)
     if unparsed:
         run.log(f"unparseable generations (counted, not scored): {dict(unparsed)}")
     baseline_build = read_json(baseline.path / "build.json")
-    sets = {"data": splits["test"][:data_cfg.get("max_test_documents")], "lm": generated,
+    sets = {"data": test, "lm": generated,
             "manpages": read_jsonl(baseline.path / "test.jsonl")[:base_cfg.get("max_documents")]}
     fit = read_json(critic.path / "fit.json")
     extra = {"unparsed_generations": dict(unparsed), "sampled": config["sample"]["n"], "lm_word_ppl": word_ppl(ppl),
@@ -232,11 +293,13 @@ def main(run: Pipeline) -> dict[str, CriticismResult]:
              f"{word_ppl(ppl):.2f} (the LM's, not the critic's: M(x) = 1)",
              f"- CTM: K = {critic_cfg['num_topics']}, {fit['vocabulary']} word types, fitted on "
              f"{fit['training_docs']} summaries ({fit['training_skipped']} without an in-vocabulary word) in "
-             f"{fit['fit_steps']} SVI steps, {fit['fit_seconds']:.0f} s"
+             f"{_steps(fit)}, {fit['fit_seconds']:.0f} s"
              + ("" if fit["validation_elbo_per_token"] is None
                 else f"; held-out ELBO per token {fit['validation_elbo_per_token']:.3f}"),
              "- Latent NLL = mean T(x) per document (nats); `exact`: H(q, P_c); `mean_only`: −log P_c(m) "
              "(the authors' scoring, same fitted critic)"]
+    if seeds is not None:
+        notes.append(_seeds_note(read_json(seeds.path / "agreement.json")))
     text = "# Topic-correlation study (paper table 9 layout)\n\n" + table + "\n\n" + "\n".join(notes) + "\n"
     atomic_write_text(run.out / "table9.md", text)
     print((reports["exact"].path / "report.md").read_text(encoding="utf-8"))

@@ -12,25 +12,39 @@ def snippet(text: str, n: int = 240) -> str:
     return (text[:n] + " …" if len(text) > n else text).replace("|", "\\|")
 
 
-def outlier_tables(critic, result, sets: dict[str, list[Document]], top: int) -> tuple[list[str], dict]:
-    """Table 14: per set, the ``top`` documents with the highest ``T(x)`` with their three heaviest topics."""
+def outlier_tables(critic, result, sets: dict[str, list[Document]], top: int, *, flagged: bool = False
+                   ) -> tuple[list[str], dict]:
+    """Table 14: per set, the ``top`` documents with the highest ``T(x)`` (the paper's ranking) with their three
+    heaviest topics; with ``flagged``, instead the ``top`` documents the report flags first: smallest outlier
+    p-value (``result.config.outlier_score``: length-matched by default, combined with the critic's outlier
+    statistics), ties by ``T(x)``, highest first (issue 22)."""
     from critics.topics.ctm_plots import outlier_topics
 
+    if flagged:
+        order = (lambda d: (d.outlier_p_value, -d.latent_nll))
+        how = (f"the smallest outlier p-value ({result.config.get('outlier_score', 'plain')} score; "
+               f"statistics: T(x), {', '.join(critic.outlier_statistics) or 'none else'})")
+    else:
+        order, how = (lambda d: -d.latent_nll), "the highest T(x)"
     blocks, rows_by_set = [], {}
     for name, docs in sets.items():
-        ranked = sorted(result.set(name).documents, key=lambda d: -d.latent_nll)[:top]
+        ranked = sorted(result.set(name).documents, key=order)[:top]
         rows = outlier_topics(critic, docs, [d.id for d in ranked], n_topics=3, n_words=6)
         by_id = {d.id: d for d in docs}
-        p = {d.id: d.outlier_p_value for d in ranked}
+        found = {d.id: d for d in ranked}
         for r in rows:
-            r["outlier_p_value"] = p[r["id"]]
+            r["outlier_p_value"] = found[r["id"]].outlier_p_value
+            r["p_values"] = found[r["id"]].p_values
             r["text"] = snippet(by_id[r["id"]].text)
         rows_by_set[name] = rows
-        lines = [f"### Table 14 (`{name}`): the {len(rows)} documents with the highest T(x)", "",
-                 "| document | T(x) | p | top topics (weight: words) | text |", "|---|---:|---:|---|---|"]
+        extra = " | u(x) p" if flagged else ""
+        lines = [f"### Table 14 (`{name}`): the {len(rows)} documents with {how}", "",
+                 f"| document | T(x) | p{extra} | top topics (weight: words) | text |",
+                 "|---|---:|---:|" + ("---:|" if flagged else "") + "---|---|"]
         for r in rows:
             topics = "<br>".join(f"{t['topic']} ({t['weight']:.2f}): {' '.join(t['words'])}" for t in r["topics"])
-            lines.append(f"| `{r['id']}` | {r['latent_nll']:.2f} | {r['outlier_p_value']:.4f} | {topics} | "
+            oov = f" | {(r['p_values'] or {}).get('oov_share', float('nan')):.4f}" if flagged else ""
+            lines.append(f"| `{r['id']}` | {r['latent_nll']:.2f} | {r['outlier_p_value']:.4f}{oov} | {topics} | "
                          f"{r['text']} |")
         blocks += lines + [""]
     return blocks, rows_by_set

@@ -416,6 +416,42 @@ def test_closed_form_prior_step_is_its_formula():
                           + 1e-6 * torch.eye(2, dtype=torch.float64), atol=1e-9)  # singular: jittered
 
 
+def test_the_covariance_prior_gives_the_inverse_wishart_map():
+    """With ``prior_weight`` w and ``prior_scale`` s_0, Sigma = (S + w N s_0 I) / (N + w N): on the three documents
+    above (S = [[7.5, 0], [0, 5]]) w = 1, s_0 = 2 gives (S + 6 I) / 6 = [[2.25, 0], [0, 11/6]] by hand.  It is the
+    maximum of sum_d -H(q_d, N(mu, Sigma)) + log p(Sigma): every symmetric perturbation of it scores lower, and the
+    log prior differs between two matrices as scipy's inverse-Wishart (scale w N s_0 I, w N - K - 1 degrees of
+    freedom) does."""
+    from scipy.stats import invwishart
+
+    from critics.topics.ctm import PriorTerms, closed_form_prior, covariance_log_prior
+
+    m = torch.tensor([[2.0, 1.0], [-1.0, 0.0], [2.0, -1.0]], dtype=torch.float64)
+    v = torch.tensor([[0.5, 1.0], [0.25, 2.0], [0.75, 0.0]], dtype=torch.float64)
+    mu, tril = closed_form_prior(m, v, prior_weight=1.0, prior_scale=2.0)
+    expected = torch.tensor([[2.25, 0.0], [0.0, 11.0 / 6.0]], dtype=torch.float64)
+    assert torch.allclose(tril @ tril.T, expected, atol=1e-12)
+    assert torch.allclose(closed_form_prior(m, v, prior_weight=0.0, prior_scale=5.0)[1], closed_form_prior(m, v)[1])
+
+    def objective(sigma: torch.Tensor) -> float:
+        chol = torch.linalg.cholesky(sigma)
+        return float(-PriorTerms(mu, chol).cross_entropy(m, v).sum()) + covariance_log_prior(chol, 3.0, 2.0)
+
+    best = objective(expected)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        bump = 0.05 * torch.randn(2, 2, generator=gen, dtype=torch.float64)
+        assert objective(expected + bump + bump.T) < best
+    nu, k = 30.0, 3
+    a = torch.tensor([[2.0, 0.3, 0.0], [0.3, 1.0, 0.2], [0.0, 0.2, 0.5]], dtype=torch.float64)
+    b = torch.eye(k, dtype=torch.float64) * 1.5
+    ours = covariance_log_prior(torch.linalg.cholesky(a), nu, 0.7) - covariance_log_prior(torch.linalg.cholesky(b),
+                                                                                          nu, 0.7)
+    law = invwishart(df=nu - k - 1, scale=nu * 0.7 * np.eye(k))
+    assert ours == pytest.approx(law.logpdf(a.numpy()) - law.logpdf(b.numpy()), rel=1e-10)
+    assert covariance_log_prior(torch.linalg.cholesky(a), 0.0, 0.7) == 0.0
+
+
 def test_topic_step_is_the_expected_counts():
     """The topics' M-step on one document and one draw at z = 0 (theta uniform): ``phi_kw`` proportional to
     ``n_w phi_kw / sum_j phi_jw`` (the responsibilities), against numbers worked by hand."""
@@ -477,7 +513,8 @@ def test_em_fits_with_two_seeds_agree_and_converge():
 
 def test_fit_settings_are_checked():
     bow = BagOfWords.from_dense(np.ones((3, 5)))
-    for bad in ({"method": "gibbs"}, {"init": "lda"}, {"prior_step": "newton"}):
+    for bad in ({"method": "gibbs"}, {"init": "lda"}, {"prior_step": "newton"}, {"covariance_prior_weight": -1.0},
+                {"covariance_prior_scale": 0.0}, {"covariance_prior_weight": float("nan")}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             fit_ctm(bow, 2, **bad)
 

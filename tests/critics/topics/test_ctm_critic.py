@@ -18,7 +18,7 @@ from critics.topics.ctm_critic import STOP_WORDS, CorrelatedTopicCritic, tokeniz
 from experiments.benchmarks.ctm_inference_speed import synthetic_globals
 
 K = 4
-SETTINGS = dict(num_topics=K, steps=150, train_batch_size=150, lr=0.1, infer_steps=100, seed=0)
+SETTINGS = dict(num_topics=K, infer_steps=100, seed=0)   # the default fit: variational EM from the NMF start
 
 
 def word(i: int) -> str:
@@ -77,7 +77,8 @@ def test_vocabulary_follows_appendix_f(critic, corpus):
     assert critic.frequent_ == sorted(t for t, c in df.items() if c > 150)  # > 50% of 300 training documents
     assert "omnipresent" in critic.frequent_ and critic.vocab_ == sorted(t for t, c in df.items() if c <= 150)
     assert critic.training_docs_ == 300 and critic.training_skipped_ == {}
-    assert critic.fit_steps_ == 150 and len(critic.elbo_trace_) == 150
+    assert critic.fit_method_ == "em" and critic.fit_init_ == "nmf" and critic.fit_converged_
+    assert 1 < critic.fit_steps_ == len(critic.elbo_trace_) < critic.em_iterations
     assert critic.validation_elbo_per_token_ is not None and -10 < critic.validation_elbo_per_token_ < 0
     assert get_critic("ctm") is CorrelatedTopicCritic
 
@@ -145,6 +146,10 @@ def test_newton_is_the_default_inference_and_adam_a_setting(critic, corpus):
     assert err_newton <= min(0.05, err_adam)
     with pytest.raises(ValueError, match="infer_method"):
         CorrelatedTopicCritic(**{**SETTINGS, "infer_method": "lbfgs"})._check_params()
+    for name, value in (("covariance_prior_weight", -0.5), ("covariance_prior_weight", True),
+                        ("covariance_prior_scale", 0), ("covariance_prior_scale", "1")):
+        with pytest.raises(ValueError, match=f"{name} must be a finite number"):
+            CorrelatedTopicCritic(**{**SETTINGS, name: value})._check_params()
 
 
 def test_save_load_roundtrip(critic, corpus, tmp_path):
@@ -212,12 +217,12 @@ def test_fit_counts_its_optimisation_steps_on_the_command_line_and_stays_quiet_i
     train = tmp_path / "data" / "train.jsonl"
     capsys.readouterr()
     assert main(["fit", "ctm", "--train", str(train), "--out", str(tmp_path / "c"),
-                 "--params", '{"num_topics": 3, "steps": 60, "tol": 0}']) == 0
+                 "--params", '{"num_topics": 3, "em_iterations": 6, "tol": 0}']) == 0
     err = capsys.readouterr().err
     n = len(read_jsonl(train))
     assert f"fitting ctm on {n} documents ..." in err and f"ctm: fitting K=3 on {n} documents" in err
-    assert "60/60" in err and "step" in err
-    CorrelatedTopicCritic(num_topics=3, steps=20).fit(read_jsonl(train))
+    assert "6/6" in err and "iteration" in err and "NOT converged" in err     # tol 0 never stops it
+    CorrelatedTopicCritic(num_topics=3, em_iterations=5).fit(read_jsonl(train))
     assert "ctm: fitting" not in capsys.readouterr().err
 
 

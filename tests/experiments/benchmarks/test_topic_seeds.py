@@ -15,18 +15,18 @@ from experiments.benchmarks.topic_seeds import agreement, main
 def test_benchmark_toy_scale(tmp_path, capsys):
     out = tmp_path / "seeds.json"
     res = main(["--corpus", "synthetic", "--docs", "150", "--heldout", "40", "--topics", "4", "--seeds", "2",
-                "--configs", "today,new", "--set", "steps=60", "--set", "em_iterations=15", "--json", str(out)])
-    assert set(res["ctm"]) == {"today", "new"} and set(res["lda"]) == {"today", "new"}   # --lda-configs default
+                "--configs", "before,default", "--set", "steps=60", "--set", "em_iterations=15", "--json", str(out)])
+    assert set(res["ctm"]) == {"before", "default"} and set(res["lda"]) == {"before", "default"}   # --lda-configs default
     for block in (*res["ctm"].values(), *res["lda"].values()):
         assert len(block["fits"]) == 2
         for name in ("corr_exact", "corr_mean_only", "top_overlap", "topic_cosine"):
             assert len(block["agreement"][name]["pairs"]) == 1          # two seeds: one pair
         assert 0 <= block["agreement"]["top_overlap"]["min"] <= 20
         assert all(np.isfinite(f["heldout_ll_per_token"]) and f["heldout_ll_per_token"] < 0 for f in block["fits"])
-    new = res["ctm"]["new"]
-    assert all(f["steps"] <= 15 for f in new["fits"]) and all(f["steps"] <= 60 for f in res["ctm"]["today"]["fits"])
-    assert new["agreement"]["corr_exact"]["min"] > 0.9                  # the EM + NMF fit reproduces on toy data
-    lda = res["lda"]["new"]                                              # the NMF start: one fit for every seed
+    default = res["ctm"]["default"]
+    assert all(f["steps"] <= 15 for f in default["fits"]) and all(f["steps"] <= 60 for f in res["ctm"]["before"]["fits"])
+    assert default["agreement"]["corr_exact"]["min"] > 0.9                # the EM + NMF fit reproduces on toy data
+    lda = res["lda"]["default"]                                              # the NMF start: one fit for every seed
     assert lda["agreement"]["corr_exact"]["min"] == pytest.approx(1.0, abs=1e-12)
     assert lda["agreement"]["top_overlap"]["min"] == 20
     assert lda["agreement"]["topic_cosine"]["min"] == pytest.approx(1.0)
@@ -34,13 +34,13 @@ def test_benchmark_toy_scale(tmp_path, capsys):
     assert all(f["steps"] == 10 and isinstance(f["converged"], bool) for b in res["lda"].values() for f in b["fits"])
     assert json.loads(out.read_text()) == json.loads(json.dumps(res))
     printed = capsys.readouterr().out
-    assert "ctm new" in printed and "top-20 outlier overlap" in printed and "lda new {'init': 'nmf'}" in printed
+    assert "ctm default" in printed and "top-20 outlier overlap" in printed and "lda default (critic defaults)" in printed
 
 
 def test_lda_only_and_bad_configurations():
     res = main(["--corpus", "synthetic", "--docs", "100", "--heldout", "30", "--topics", "3", "--seeds", "2",
-                "--configs", "", "--lda-configs", "today"])
-    assert res["ctm"] == {} and set(res["lda"]) == {"today"}
+                "--configs", "", "--lda-configs", "before"])
+    assert res["ctm"] == {} and set(res["lda"]) == {"before"}
     assert main(["--corpus", "synthetic", "--docs", "100", "--heldout", "30", "--configs", "", "--no-lda"])["lda"] == {}
     with pytest.raises(SystemExit):
         main(["--corpus", "synthetic", "--lda-configs", "spectral"])

@@ -14,7 +14,8 @@ from critic.critic import Critic
 from critic.document import read_jsonl
 from critic.lm.sample import read_generations
 
-STAGES = ("data", "baseline", "tokenizer", "lm", "samples", "ppl", "critic", "report", "report_mean_only")
+STAGES = ("data", "baseline", "tokenizer", "lm", "samples", "ppl", "critic", "critic_seed1", "seeds", "report",
+          "report_mean_only")
 N_SAMPLES = 10
 N_TEST = 30
 N_MAN = 12
@@ -35,7 +36,7 @@ def write_config(toy_preset, path: Path) -> Path:
         "learning_rate = 1e-4": "learning_rate = 3e-3", "epochs = 20": "epochs = 1",
         "max_tokens = 160_000": "max_tokens = 8000",
         "n = 300": f"n = {N_SAMPLES}", "batch_size = 32": "batch_size = 10",
-        "steps = 3000": "steps = 20", "min_count = 1 ": "min_count = 2 ",
+        "em_iterations = 200": "em_iterations = 15", "min_count = 1 ": "min_count = 2 ",
         "infer_steps = 300": "infer_steps = 30", "num_topics = 100 ": "num_topics = 4 ",
         "n_bootstrap = 1000": "n_bootstrap = 50", "n_permutations = 2000": "n_permutations = 50",
         "top = 10": "top = 3", "n_words = 10": "n_words = 5",
@@ -112,6 +113,12 @@ def test_covariance_figures(first):
     listed = topics["outliers"]["lm"]
     assert [r["id"] for r in listed] == sorted(rows, key=lambda i: -rows[i]["latent_nll"])[:len(listed)]
     assert "Table 14" in (out / "report" / "report.md").read_text()
+    # table 14 re-read (issue 22): the documents flagged first, smallest outlier p-value, ties by T(x)
+    flagged = topics["flagged"]["lm"]
+    order = sorted(rows, key=lambda i: (rows[i]["outlier_p_value"], -rows[i]["latent_nll"]))[:len(flagged)]
+    assert [r["id"] for r in flagged] == order and len(flagged) == min(3, len(rows))
+    assert [r["outlier_p_value"] for r in flagged] == [rows[i]["outlier_p_value"] for i in order]
+    assert "smallest outlier p-value (length score" in (out / "report" / "report.md").read_text()
 
 
 def test_table9_matches_results(first):
@@ -132,6 +139,33 @@ def test_table9_matches_results(first):
                 assert cells[2 + 2 * k].endswith(f"p = {c['p_value']:.4f}")
         s = exact["reference"] if name == "data" else exact["candidates"][name]
         assert cells[-2:] == [str(s["n"]), str(s["n_skipped"])]
+
+
+def test_the_seeds_agreement_is_recomputed_from_the_saved_critics(first):
+    """``[critic] check_seeds = 1``: a second fit with seed 1; its agreement with the first on the test summaries
+    (exact and mean-only Latent NLL correlation, top-20 overlap, matched topics) recomputed from the two saved
+    critics, and stated in table9.md."""
+    from critic.seeds import matched_cosines
+
+    _, out = first
+    info = json.loads((out / "seeds" / "agreement.json").read_text())
+    assert info["seeds"] == [0, 1] and info["documents"] == N_TEST
+    critics = [Critic.load(out / name / "critic") for name in ("critic", "critic_seed1")]
+    assert [c.seed for c in critics] == [0, 1] and all(c.fit_method_ == "em" for c in critics)
+    docs = _sets(out)["data"]
+    exact = [c.score(docs, seed=c.seed).latent_nll for c in critics]
+    assert info["corr_exact"]["pairs"] == [pytest.approx(float(np.corrcoef(*exact)[0, 1]), abs=1e-9)]
+    for c in critics:
+        c.mean_only = True
+    mean = [c.score(docs, seed=c.seed).latent_nll for c in critics]
+    assert info["corr_mean_only"]["pairs"] == [pytest.approx(float(np.corrcoef(*mean)[0, 1]), abs=1e-9)]
+    top = [set(np.argsort(-e)[:20]) for e in exact]
+    assert info["top_overlap"]["pairs"] == [float(len(top[0] & top[1]))]
+    cosine = float(np.median(matched_cosines(*(c.latent_components() for c in critics))))
+    assert info["topic_cosine"]["pairs"] == [pytest.approx(cosine, abs=1e-12)]
+    table = (out / "table9.md").read_text()
+    assert f"Seeds 0, 1 (one fit each), on the {N_TEST} test summaries" in table
+    assert f"Latent NLL correlation {info['corr_exact']['min']:.3f}" in table
 
 
 def test_rerun_reuses_every_stage(first, run_experiment):
