@@ -136,19 +136,14 @@ class Case:
     corruptions: dict[str, Callable[[list, random.Random], list]]
     reads: Callable[[object, object], Hashable] | None = None
     """What of a document the critic's statistics read (``reads(critic, doc)``), where that is small enough to
-    compare: a bad document that reads like a real one gets the same statistics (:func:`separable_auc`)."""
+    count: a bad document that reads like a real one gets the same statistics (:func:`seen_share`)."""
 
 
-def separable_auc(bad: Sequence[Hashable], real: Sequence[Hashable]) -> float:
-    """The highest AUC any score that depends only on what the critic reads can reach (the ranking also reads the
-    length, for the length-matched p-value, and breaks ties by id, so it can pass this by chance): a bad and a
-    real document that read alike tie (half a pair), every other pair can be ordered right, so
-    ``1 - 1/2 sum_g bad_g real_g / (n_bad n_real)`` over the groups ``g`` of documents that read alike."""
-    from collections import Counter
-
-    real_counts = Counter(real)
-    tied = sum(real_counts[b] for b in bad)
-    return 1.0 - 0.5 * tied / (len(bad) * len(real))
+def seen_share(training: Sequence[Hashable], docs: Sequence[Hashable]) -> float:
+    """The share of ``docs`` that read exactly like some training document (``training``: the readings of the
+    training documents): a corrupted document that does gives the critic nothing its training data calls unusual."""
+    known = set(training)
+    return float(np.mean([r in known for r in docs])) if len(docs) else float("nan")
 
 
 def _sections_case(args) -> Case:
@@ -280,7 +275,7 @@ def run_case(name: str, case: Case, args) -> dict:
     half = len(held_out) // 2
     reference, evaluation = held_out[:half], held_out[half:]
     out = {"train": len(case.train), "reference": len(reference), "fit_seconds": time.perf_counter() - start,
-           "corruptions": {}, "separable_auc": {}}
+           "corruptions": {}, "seen_share": {}}
     for corruption, corrupt in case.corruptions.items():
         n_bad = max(1, round(args.rate * len(evaluation)))
         replaced = set(rng.sample(range(len(evaluation)), n_bad))
@@ -288,10 +283,11 @@ def run_case(name: str, case: Case, args) -> dict:
         mixed = [d for i, d in enumerate(evaluation) if i not in replaced] + bad_docs
         bad_ids = {d.id for d in bad_docs}
         found = {}
-        if case.reads is not None:  # the bound of a critic that reads only this much of a document
-            real_docs = [d for d in mixed if d.id not in bad_ids]
-            out["separable_auc"][corruption] = separable_auc([case.reads(critic, d) for d in bad_docs],
-                                                             [case.reads(critic, d) for d in real_docs])
+        if case.reads is not None:  # bad documents that read like real ones cannot stand out
+            training = [case.reads(critic, d) for d in case.train]
+            out["seen_share"][corruption] = {
+                "bad": seen_share(training, [case.reads(critic, d) for d in bad_docs]),
+                "real": seen_share(training, [case.reads(critic, d) for d in mixed if d.id not in bad_ids])}
         for score in ("length", "plain"):
             result = criticize(critic, reference, {"mixed": mixed}, n_bootstrap=10, n_permutations=10,
                                outlier_score=score, seed=args.seed)
@@ -323,9 +319,10 @@ def _report(results: dict) -> None:
     for name, case in results["cases"].items():
         print(f"{name} (trained on {case['train']}, reference {case['reference']}):")
         for corruption, by_score in case["corruptions"].items():
-            if corruption in case["separable_auc"]:
-                print(f"  {corruption:<11} highest AUC of any score of what the critic reads: "
-                      f"{case['separable_auc'][corruption]:.3f}")
+            if corruption in case["seen_share"]:
+                seen = case["seen_share"][corruption]
+                print(f"  {corruption:<11} read exactly like a training document: {seen['bad']:.0%} of the bad ones, "
+                      f"{seen['real']:.0%} of the real ones")
             for score, r in by_score.items():
                 cal = r["calibration"]
                 print(f"  {corruption:<11} {score:<17} AUC {r['auc']:.3f} ({r['auc_ci'][0]:.3f}-{r['auc_ci'][1]:.3f})  "
