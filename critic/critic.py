@@ -174,7 +174,8 @@ class Critic:
     batches: the unit written, resumed, sharded and sent to a Dask worker; a slow critic lowers it so that a
     chunk is seconds of work and a modest set still spreads over the workers), ``headline`` (the set statistic that fits the latent: ``"latent_ppl"`` for
     discrete chains, ``"latent_nll"`` for continuous latents, where a PPL over
-    ``M(x) = 1`` means nothing), ``needs`` (what input it needs, for users) and ``outlier_statistics``.
+    ``M(x) = 1`` means nothing), ``needs`` (what input it needs, for users), ``outlier_statistics`` and
+    ``size_model``.
 
     Optional hooks for the reports: :meth:`report_figures`, :meth:`set_statistics`, :meth:`document_view` (a
     flagged document's page) and :meth:`reasons` (why a flagged document is unlikely, in a few plain lines:
@@ -195,6 +196,13 @@ class Critic:
     seen (its posterior then stays near the prior and ``T(x)`` looks typical).  Each gets a right-tail p-value
     against the reference like ``T/M``'s; :func:`critic.criticism.outlier_p_values` combines them.  Default:
     none (the outlier p-value is ``T/M``'s own)."""
+    size_model: str = "bins"
+    """How the length-matched outlier p-values (``outlier_score="length"``) take a document's length into account
+    for this critic's statistics: ``"bins"`` (:func:`critic.stats.size_matched_p_values`: against the reference
+    documents of the same length quantile bin; any statistic, discrete ones included) or ``"location-scale"``
+    (:func:`critic.stats.size_model_p_values`: a residual under a location-scale model of the statistic on log
+    length, against the whole reference; for continuous statistics, whose law given the length shifts and
+    scales).  Measured per critic in docs/outliers.md."""
 
     def __init_subclass__(cls, **kwargs):
         """A subclass's ``fit`` forgets the hashes of the critic's own files first (see

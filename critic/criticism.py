@@ -38,7 +38,10 @@ from .document import Document, documents_sha256
 from .resources import require_memory
 from .results import Comparison, CriticismResult, DocumentResult, SetResult
 
-__all__ = ["criticize", "summarize", "compare", "word_counts", "outlier_p_values", "OUTLIER_SCORES"]
+__all__ = ["criticize", "summarize", "compare", "word_counts", "outlier_p_values", "OUTLIER_SCORES", "SIZE_MODELS"]
+
+SIZE_MODELS = {"bins": stats.size_matched_p_values, "location-scale": stats.size_model_p_values}
+"""How a length-matched p-value takes the length into account, by :attr:`~critic.critic.Critic.size_model`."""
 
 _NAN_PAIR = (float("nan"), float("nan"))
 
@@ -53,7 +56,7 @@ def _plain(value):
 
 
 def outlier_p_values(reference: np.ndarray, values: np.ndarray, *, reference_words: np.ndarray | None = None,
-                     words: np.ndarray | None = None, outlier_score: str = "length",
+                     words: np.ndarray | None = None, outlier_score: str = "length", size_model: str = "bins",
                      tie_break: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Outlier p-values of documents with statistics ``values (n, J)`` against reference documents' ``reference
     (n_ref, J)``.
@@ -61,7 +64,9 @@ def outlier_p_values(reference: np.ndarray, values: np.ndarray, *, reference_wor
     Column 0 is ``T(x)/M(x)``, the others the critic's :attr:`~critic.critic.Critic.outlier_statistics`; in
     every column a larger value is less typical.  Column ``j`` has the right-tail empirical p-value ``p_j(x)``
     against the reference documents of similar word count (``outlier_score="length"`` with ``words`` given:
-    :func:`critic.stats.size_matched_p_values`) or against all of them (``"plain"``:
+    :func:`critic.stats.size_matched_p_values` with ``size_model="bins"``, or the residual of a location-scale
+    model on length, :func:`critic.stats.size_model_p_values`, with ``"location-scale"``: the critic's
+    :attr:`~critic.critic.Critic.size_model`) or against all of them (``"plain"``:
     :func:`critic.stats.empirical_p_values`).  The outlier p-value is their Sidak combination
 
         p(x) = 1 - (1 - min_j p_j(x))^J,
@@ -81,11 +86,13 @@ def outlier_p_values(reference: np.ndarray, values: np.ndarray, *, reference_wor
     ties = [None if tie_break is None else np.asarray(tie_break)[:, j] for j in columns]
     plain = np.stack([stats.empirical_p_values(reference[:, j], values[:, j], tie_break=ties[j]) for j in columns],
                      axis=1)
+    if size_model not in SIZE_MODELS:
+        raise ValueError(f"size_model must be one of {', '.join(SIZE_MODELS)}, got {size_model!r}")
     matched = plain
     if outlier_score == "length" and words is not None and len(values):
         ref_words = words if reference_words is None else reference_words
-        matched = np.stack([stats.size_matched_p_values(reference[:, j], ref_words, values[:, j], words,
-                                                        tie_break=ties[j]) for j in columns], axis=1)
+        matched = np.stack([SIZE_MODELS[size_model](reference[:, j], ref_words, values[:, j], words,
+                                                    tie_break=ties[j]) for j in columns], axis=1)
 
     def combined(p: np.ndarray) -> np.ndarray:
         return p[:, 0] if p.shape[1] == 1 else 1.0 - (1.0 - p.min(axis=1)) ** p.shape[1]
@@ -109,6 +116,7 @@ def summarize(
     words: np.ndarray | None = None,
     reference_words: np.ndarray | None = None,
     outlier_score: str = "length",
+    size_model: str = "bins",
     n_bootstrap: int = 1000,
     level: float = 0.95,
     seed: int = 0,
@@ -123,7 +131,8 @@ def summarize(
     ties = np.column_stack([stats.id_uniforms(scores.doc_ids, f"{seed}:{name}") for name in names]) if scores.n \
         else None
     p_values, plain, components = outlier_p_values(ref, columns, reference_words=reference_words, words=words,
-                                                   outlier_score=outlier_score, tie_break=ties)
+                                                   outlier_score=outlier_score, size_model=size_model,
+                                                   tie_break=ties)
     stderr = scores.latent_nll_stderr
     docs = [
         DocumentResult(
@@ -266,7 +275,7 @@ def criticize(
     ref_columns = _outlier_columns(ref_scores, statistics)
     ref_words = word_counts(reference, ref_scores.doc_ids)
     kwargs = dict(n_bootstrap=n_bootstrap, level=level, seed=seed, min_documents=min_documents,
-                  outlier_score=outlier_score, statistics=statistics)
+                  outlier_score=outlier_score, size_model=critic.size_model, statistics=statistics)
     ref_result = summarize(reference_name, ref_scores, words=ref_words, **kwargs)
     if ref_scores.n < min_documents:
         ref_result.warnings.append("outlier p-values are against fewer than "
@@ -284,7 +293,7 @@ def criticize(
                "sha256": documents_sha256(docs), "n_documents": len(docs)}
               for name, docs in {reference_name: reference, **candidates}.items()]
     config = {"n_bootstrap": n_bootstrap, "n_permutations": n_permutations, "level": level, "seed": seed,
-              "outlier_score": outlier_score, "outlier_statistics": list(statistics),
+              "outlier_score": outlier_score, "size_model": critic.size_model, "outlier_statistics": list(statistics),
               "min_documents": min_documents, "latent_nll_estimator": ref_scores.estimator}
     try:
         state_sha256 = critic.state_sha256()

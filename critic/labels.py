@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["HIGHER_IS_BETTER", "STATISTICS", "HEADLINES", "TWO_SIDED_NOTE", "OUTLIER_SCORE_NOTES", "COMBINED_NOTE"]
+__all__ = ["HIGHER_IS_BETTER", "STATISTICS", "HEADLINES", "TWO_SIDED_NOTE", "OUTLIER_SCORE_NOTES", "SIZE_MODEL_NOTES",
+           "COMBINED_NOTE"]
 
 HIGHER_IS_BETTER = {  # None: two-sided (results.json's "higher_is_better" per statistic)
     "latent_nll": None,    # two-sided: a distance from the reference in either direction is the finding
@@ -32,6 +33,13 @@ OUTLIER_SCORE_NOTES = {
     "plain": "right tail of T(x)/M(x) against the whole reference set",
 }
 """What a result's outlier p-values are (its ``config["outlier_score"]``), in the tables' words."""
+
+SIZE_MODEL_NOTES = {
+    "bins": " (its quantile bin)",
+    "location-scale": " (the residual of a location-scale model of the statistic on log length)",
+}
+"""Appended to the ``"length"`` note: how the length is taken into account (``config["size_model"]``; results
+written before the choice existed: bins)."""
 
 COMBINED_NOTE = ", combined (Sidak, 1 - (1 - min p)^J) with the same p-value of the critic's statistics beside it: {}"
 """Appended to the note of a result whose critic has statistics beside ``T/M`` (``config["outlier_statistics"]``,

@@ -38,7 +38,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .labels import COMBINED_NOTE, HEADLINES, HIGHER_IS_BETTER, OUTLIER_SCORE_NOTES, STATISTICS, TWO_SIDED_NOTE
+from .labels import (COMBINED_NOTE, HEADLINES, HIGHER_IS_BETTER, OUTLIER_SCORE_NOTES, SIZE_MODEL_NOTES, STATISTICS,
+                     TWO_SIDED_NOTE)
 
 __all__ = ["SCHEMA_VERSION", "HIGHER_IS_BETTER", "STATISTICS", "HEADLINES", "DocumentResult", "Comparison",
            "SetResult", "CriticismResult", "json_ready", "markdown_table", "markdown_cell", "outliers_table"]
@@ -63,8 +64,10 @@ class DocumentResult:
 
     ``outlier_p_value`` is the score documents are ranked and flagged by (the result's
     ``config["outlier_score"]`` says which): ``"length"``, the p-value of ``T/M`` against the reference
-    documents of similar length (:func:`critic.stats.size_matched_p_values`, ``words`` the document's word
-    count), or ``"plain"``, against the whole reference set, which ``plain_p_value`` always holds.  For a critic
+    documents of similar length (``words`` the document's word count; ``config["size_model"]`` says how:
+    ``"bins"``, :func:`critic.stats.size_matched_p_values`, or ``"location-scale"``,
+    :func:`critic.stats.size_model_p_values`), or ``"plain"``, against the whole reference set, which
+    ``plain_p_value`` always holds.  For a critic
     with statistics beside ``T/M`` (``config["outlier_statistics"]``) both combine their p-values with
     ``T/M``'s (:func:`critic.criticism.outlier_p_values`), and ``p_values`` holds each one's own
     (``latent_nll_per_step`` and every statistic, under the result's outlier score); ``None`` otherwise.
@@ -210,7 +213,10 @@ class CriticismResult:
         """What the documents' outlier p-values are, in the tables' words (the outlier score, and the critic's
         statistics combined with ``T/M`` where it has any)."""
         beside = self.config.get("outlier_statistics") or []
-        return OUTLIER_SCORE_NOTES[self.outlier_score] + (COMBINED_NOTE.format(", ".join(beside)) if beside else "")
+        note = OUTLIER_SCORE_NOTES[self.outlier_score]
+        if self.outlier_score == "length":
+            note += SIZE_MODEL_NOTES[self.config.get("size_model", "bins")]
+        return note + (COMBINED_NOTE.format(", ".join(beside)) if beside else "")
 
     @property
     def outlier_score(self) -> str:

@@ -119,6 +119,7 @@ class CorrelatedTopicCritic(Critic):
     chunk_documents = 4096  # a streamed chunk: one batch, about ten seconds of inference
     headline = "latent_nll"  # a continuous latent: M(x) = 1, a "PPL" would be exp of a density
     outlier_statistics = ("oov_share",)  # u(x): what T(x) cannot see (module docstring)
+    size_model = "location-scale"  # T(x) is continuous: its law given the length shifts and scales (docs/outliers.md)
     needs = "free text (bag of words; sections are joined)"
 
     def __init__(self, *, num_topics: int = 100, steps: int = 3000, train_batch_size: int = 256, lr: float = 0.05,

@@ -94,7 +94,7 @@ def _ks_tests(p_values: np.ndarray, words: np.ndarray) -> list:
 
 
 def calibration(p_values: np.ndarray, words: np.ndarray, *, reference_words: np.ndarray, outlier_score: str,
-                statistics: int = 1, n_null: int = 1000, seed: int = 0) -> dict:
+                size_model: str = "bins", statistics: int = 1, n_null: int = 1000, seed: int = 0) -> dict:
     """Are real documents' outlier p-values uniform, overall and within each length tertile?
 
     ``all``, ``tertiles``: the KS test of the p-values against the uniform distribution (``None`` for a tertile of
@@ -106,7 +106,8 @@ def calibration(p_values: np.ndarray, words: np.ndarray, *, reference_words: np.
     ``vs_reference`` (``all``, ``tertiles``): the same KS distances ``D`` against their distribution for a
     calibrated score with this reference, simulated ``n_null`` times: ``statistics`` independent uniform
     statistics for the reference documents (``reference_words``) and for these ones (``words``), their
-    p-values by :func:`critic.criticism.outlier_p_values` under ``outlier_score`` (combined as the critic's are);
+    p-values by :func:`critic.criticism.outlier_p_values` under ``outlier_score`` and the critic's ``size_model``
+    (combined as the critic's are);
     ``p = (1 + #{D_null >= D}) / (1 + n_null)``.  Uniform under calibration whatever the reference's size; a
     score that is not calibrated (a length-confounded one, a conservative combination) still fails it.
     """
@@ -117,7 +118,7 @@ def calibration(p_values: np.ndarray, words: np.ndarray, *, reference_words: np.
     rng = np.random.default_rng(seed)
     null = np.array([[np.nan if t is None else t.statistic for t in _ks_tests(outlier_p_values(
         rng.random((len(reference_words), statistics)), rng.random((len(words), statistics)),
-        reference_words=reference_words, words=words, outlier_score=outlier_score)[0], words)]
+        reference_words=reference_words, words=words, outlier_score=outlier_score, size_model=size_model)[0], words)]
         for _ in range(n_null)])
     vs_reference = [None if np.isnan(d) else float((1 + np.sum(null[:, j] >= d)) / (1 + n_null))
                     for j, d in enumerate(observed)]
@@ -303,6 +304,7 @@ def run_case(name: str, case: Case, args) -> dict:
                 found[label] = {
                     **detection(ranking_scores(p, per_step), bad, n_bootstrap=args.bootstrap, seed=args.seed),
                     "calibration": calibration(p[~bad], words[~bad], reference_words=ref_words, outlier_score=score,
+                                               size_model=critic.size_model,
                                                statistics=statistics, n_null=args.calibration_null, seed=args.seed),
                     "skipped": result.candidates["mixed"].n_skipped}
         out["corruptions"][corruption] = found

@@ -307,6 +307,12 @@ def test_outlier_p_values_combine_the_statistics_beside_t_by_sidak():
     assert np.array_equal(alone[1], stats.empirical_p_values(ref[:, 0], values[:, 0]))
     same_plain = outlier_p_values(ref, values, reference_words=ref_words, words=words, outlier_score="plain")
     assert np.array_equal(same_plain[0], plain) and np.array_equal(same_plain[1], plain)
+    model = outlier_p_values(ref, values, reference_words=ref_words, words=words, size_model="location-scale")
+    for j in range(2):  # the critic's size model: each column's residual p-value, combined the same way
+        assert np.array_equal(model[2][:, j], stats.size_model_p_values(ref[:, j], ref_words, values[:, j], words))
+    assert np.allclose(model[0], 1 - (1 - model[2].min(axis=1)) ** 2) and np.array_equal(model[1], plain)
+    with pytest.raises(ValueError, match="size_model must be one of bins, location-scale"):
+        outlier_p_values(ref, values, reference_words=ref_words, words=words, size_model="splines")
 
 
 @pytest.mark.parametrize("dependence, expected", [

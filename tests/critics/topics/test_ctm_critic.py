@@ -255,6 +255,8 @@ def test_words_outside_the_vocabulary_are_a_statistic_beside_t(critic, corpus):
         assert share == pytest.approx(unknown / (known + unknown), abs=1e-15)
     assert projection.extras["oov_share"][-1] == 0.5  # one known, zzyzx unknown; 'omnipresent' too frequent
     result = criticize(critic, reference, {"mixed": candidates}, n_bootstrap=20, n_permutations=20)
+    assert result.config["size_model"] == "location-scale"  # T(x) is continuous: residuals on log length
+    assert "location-scale model of the statistic on log length" in result.outlier_note
     docs = {d.id: d for d in result.candidates["mixed"].documents}
     bad, good = [docs[f"off{i}"] for i in range(5)], [d for k, d in docs.items() if not k.startswith("off")]
     by_t = sorted(docs.values(), key=lambda d: (d.p_values["latent_nll_per_step"], -d.latent_nll))
