@@ -157,7 +157,8 @@ def _fit_checking_seeds(args, cls: type, params: dict, train: list, valid: list 
     if args.check_seeds < 2:
         raise ConfigError(f"--check-seeds: compare at least 2 seeds, got {args.check_seeds}")
     if "seed" not in params:
-        raise ConfigError(f"--check-seeds: critic {args.critic!r} has no seed setting, so its fits cannot differ by seed")
+        raise ConfigError(f"--check-seeds: critic {args.critic!r} has no seed setting, so its fits cannot differ "
+                          "by seed")
     seeds = [params["seed"] + i for i in range(args.check_seeds)]
     scored = valid if valid else train
     with progress.shown():

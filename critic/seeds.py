@@ -10,7 +10,8 @@ Over every pair of fits ``a, b`` scored on the same documents:
   (topics), the median cosine of those rows matched one to one (the Hungarian algorithm on cosine,
   ``scipy.optimize.linear_sum_assignment``); absent otherwise (:meth:`critic.critic.Critic.latent_components`).
 
-:func:`check_seeds` fits and scores; ``critic fit NAME ... --check-seeds N`` runs it and writes ``seed_check.json``.
+:func:`check_seeds` fits and scores; ``critic fit NAME ... --out DIR --check-seeds N`` runs it and writes
+``DIR.seed_check.json``.
 """
 
 from __future__ import annotations

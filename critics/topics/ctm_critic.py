@@ -175,8 +175,8 @@ class CorrelatedTopicCritic(Critic):
             if not number or value < 0 or (value == 0 and not zero_allowed):
                 bound = ">= 0" if zero_allowed else "> 0"
                 raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
-        for name in ("steps", "em_iterations", "train_batch_size", "infer_steps", "infer_batch_size", "infer_samples", "infer_draws",
-                     "min_count", "num_particles"):
+        for name in ("steps", "em_iterations", "train_batch_size", "infer_steps", "infer_batch_size", "infer_samples",
+                     "infer_draws", "min_count", "num_particles"):
             value = getattr(self, name)
             if name == "infer_steps" and value is None:
                 continue
@@ -386,7 +386,9 @@ class CorrelatedTopicCritic(Critic):
     def _fit_words(self) -> str:
         unit = "EM iterations" if self.fit_method_ == "em" else "SVI steps"
         final = f"{self.elbo_trace_[-1]:.3f}" if self.elbo_trace_ else "none"
-        return (f"{self.fit_method_} from {self.fit_init_} init, {self.fit_steps_} {unit}, final ELBO {final} per document, "
+        objective = "objective (ELBO + Sigma's log prior)" if self.fit_method_ == "em" else "ELBO"
+        return (f"{self.fit_method_} from {self.fit_init_} init, {self.fit_steps_} {unit}, final {objective} {final} "
+                "per document, "
                 + ("converged" if self.fit_converged_ else f"NOT converged (tol {self.tol:g})"))
 
     def fit_summary(self, n_documents: int) -> str:

@@ -21,10 +21,10 @@ Cases (all corpora install offline):
 * ``sections``: the section-transition critic on the filtered man pages (``experiments/manpages/sections.toml``);
   corruptions: sections permuted, one repeated, one dropped (:mod:`critic.corrupt`);
 * ``ctm``: the CTM critic (K = 10; ``--ctm-fit em``, its default fit: variational EM from the NMF start, or
-  ``svi`` from a random start with ``--ctm-steps``, the default before issue 21) on English Wikipedia People summaries; corruptions: off-topic documents (man pages' text, cut to a
-  summary's length), off-topic passages (a run of ``--passage-share`` of a summary's words replaced by as many
-  words of a man page) and topic drift (a summary's second half replaced by the second half of a summary of
-  another topic);
+  ``svi`` from a random start with ``--ctm-steps``, the default before issue 21) on English Wikipedia People
+  summaries; corruptions: off-topic documents (man pages' text, cut to a summary's length), off-topic passages (a
+  run of ``--passage-share`` of a summary's words replaced by as many words of a man page) and topic drift (a
+  summary's second half replaced by the second half of a summary of another topic);
 * ``lda``: the LDA critic (``--lda-topics``, default K = 2: the paper's code-mixing setting, one topic per
   language) on English and Spanish Wikipedia summaries;
   corruption: code-mixed documents (:func:`critics.topics.codemix.code_mixed_set`, sentences alternating);
