@@ -137,12 +137,12 @@ def cmd_fit(args) -> int:
         with progress.shown():
             critic = cls(**params).to(args.device).fit(train, validation=valid)
     critic.save(args.out)
+    print(f"fitted {args.critic}: {critic.fit_summary(len(train))}; saved to {args.out}")
     if check is not None:  # beside the critic's folder, which holds the critic's own files only
         written = args.out.with_name(args.out.name + ".seed_check.json")
         atomic_write_text(written, json.dumps(check.to_json(), indent=1) + "\n")
         print(f"seed check ({'--valid' if valid else 'the training documents'}), written to {written}:\n"
               + "\n".join(check.lines()))
-    print(f"fitted {args.critic}: {critic.fit_summary(len(train))}; saved to {args.out}")
     for warning in critic.fit_warnings():
         print(f"critic: warning: {warning}", file=sys.stderr)
     return 0
