@@ -72,6 +72,26 @@ def test_check_seeds_on_the_command_line(manpages, tmp_path, capsys):
     assert json.loads((tmp_path / "random.seed_check.json").read_text())["agreement"]["corr"]["min"] < 0.999
 
 
+def test_check_seeds_compares_the_documents_every_fit_scored(manpages):
+    """A document no fit can project (no known word) is reported with its reason and left out of the comparison;
+    the Latent NLLs compared are each fit's own scores of the rest, in the documents' order."""
+    from critic.document import Document, Section, read_jsonl
+    from critic.seeds import check_seeds
+    from critics.topics.lda import LdaCodeMixCritic
+
+    train, valid = read_jsonl(manpages / "train.jsonl"), read_jsonl(manpages / "valid.jsonl")
+    unknown = Document("unknown", (Section(None, "zzqx yyqv xxqw"),))
+    check = check_seeds(lambda seed: LdaCodeMixCritic(num_topics=3, init="random", seed=seed), train,
+                        [*valid, unknown], [7, 8])
+    assert check.seeds == [7, 8] and [c.seed for c in check.critics] == [7, 8]
+    assert check.doc_ids == [d.id for d in valid] and set(check.skipped) == {"unknown"}
+    for critic, nll in zip(check.critics, check.latent_nll):
+        assert np.array_equal(nll, critic.score(valid, seed=critic.seed).latent_nll)
+    assert check.agreement["corr"]["pairs"] == [pytest.approx(float(np.corrcoef(*check.latent_nll)[0, 1]))]
+    with pytest.raises(ValueError, match="at least two distinct seeds"):
+        check_seeds(lambda seed: LdaCodeMixCritic(num_topics=3, seed=seed), train, valid, [1, 1])
+
+
 def test_check_seeds_needs_two_seeds_and_a_seeded_critic(manpages, tmp_path, capsys):
     from critic.cli import main
 
