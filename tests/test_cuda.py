@@ -3,12 +3,15 @@
     python -m pytest -q tests/test_cuda.py
 
 A critic fitted on the CPU scores the same Latent NLLs on the GPU (to float rounding), a critic fits on the GPU,
-and the commands (fit, score, compare) run with ``--device cuda`` and write what the CPU writes.
+and the commands (fit, score, compare) run with ``--device cuda`` and write what the CPU writes; an LM
+fine-tuned on the GPU and killed resumes to the uninterrupted run's weights (the CUDA RNG of dropout is
+checkpointed), and its perplexity on the GPU is the CPU's.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -76,8 +79,12 @@ def test_a_cpu_fit_scores_the_same_on_the_gpu_and_a_gpu_fit_runs(name):
     on_cpu = critic.score(test, seed=0)
     on_gpu = critic.to("cuda").score(test, seed=0)
     assert on_gpu.doc_ids == on_cpu.doc_ids and on_cpu.n > 0
-    np.testing.assert_allclose(on_gpu.latent_nll, on_cpu.latent_nll, rtol=1e-4, atol=1e-4)
-    np.testing.assert_array_equal(on_gpu.latent_steps, on_cpu.latent_steps)
+    # the CTM's Newton path works in float32 and stops each document at a relative gain of tol: a rounding
+    # difference can stop it a step apart (measured on an H100: 1.5e-4 relative); other draws on the GPU than
+    # on the CPU (the seed's generator on the device) were 6e-3 and 2e-2 relative for Newton and Adam
+    rtol = 1e-3 if name == "ctm" else 1e-4
+    np.testing.assert_allclose(on_gpu.latent_nll, on_cpu.latent_nll, rtol=rtol, atol=1e-4)
+    np.testing.assert_allclose(on_gpu.latent_steps, on_cpu.latent_steps, rtol=1e-9)   # expected segment counts
     gpu_fit = make().to("cuda").fit(train, validation=data(10, 2))
     assert np.isfinite(gpu_fit.score(test, seed=0).latent_nll).all()
 
@@ -101,3 +108,55 @@ def test_the_commands_run_on_cuda_and_write_what_the_cpu_writes(tmp_path):
     np.testing.assert_allclose([r["latent_nll"] for r in gpu_rows], [r["latent_nll"] for r in cpu_rows], rtol=1e-9)
     assert gpu_res["candidates"]["same"]["latent_ppl"] == pytest.approx(cpu_res["candidates"]["same"]["latent_ppl"],
                                                                         rel=1e-9)
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_an_lm_killed_on_the_gpu_resumes_to_the_uninterrupted_weights(tmp_path):
+    from safetensors.torch import load_file
+
+    from critic.corpora.manpages import load_manpages
+    from critic.lm.finetune import FinetuneConfig, finetune
+    from critic.lm.format import DocumentFormat
+    from critic.lm.model import build_tiny_lm, train_tokenizer
+    from critic.lm.ppl import perplexity
+
+    fmt = DocumentFormat(True)
+    docs = load_manpages(sorted((Path(__file__).parent / "data" / "manpages").glob("man*/*")))
+    docs = [d.replace_sections([Section(s.title, s.text[:400]) for s in d.sections]) for d in docs]
+    tok = train_tokenizer([p for d in docs for s in d.sections for p in (s.title, s.text) if p], vocab_size=400,
+                          special_tokens=fmt.special_tokens)
+    config = FinetuneConfig(batch_size=4, learning_rate=1e-2, epochs=2, context=32, eval_every=5, device="cuda")
+    train, valid = docs[:4], docs[20:21]
+
+    def pair():
+        import copy
+        t = copy.deepcopy(tok)
+        return build_tiny_lm(t, n_positions=48, seed=0, n_layer=2, n_head=2, n_embd=32), t   # dropout 0.1
+
+    clean = finetune(pair(), None, train, valid, fmt, tmp_path / "clean", config, progress=False)
+
+    def kill_at_7(step):                    # checkpoints at 5, 10, ...: steps 6-7 are redone on resume
+        if step == 7:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        finetune(pair(), None, train, valid, fmt, tmp_path / "killed", config, progress=False, callback=kill_at_7)
+    resumed = finetune(pair(), None, train, valid, fmt, tmp_path / "killed", config, progress=False)
+    assert resumed.steps == clean.steps and resumed.tokens_seen == clean.tokens_seen
+    # CUDA's embedding backward adds with atomics, so equal to float rounding rather than bit for bit; a
+    # resume that drew other dropout masks (the CUDA RNG not restored) differs by orders of magnitude more
+    np.testing.assert_allclose([v for _, _, v in resumed.history], [v for _, _, v in clean.history], rtol=1e-5)
+    a = load_file(tmp_path / "clean" / "best" / "model.safetensors")
+    b = load_file(tmp_path / "killed" / "best" / "model.safetensors")
+    assert a.keys() == b.keys()
+    for k in a:
+        np.testing.assert_allclose(b[k].numpy(), a[k].numpy(), rtol=1e-4, atol=1e-5, err_msg=k)
+
+    on_gpu = perplexity(clean.best_dir, valid, device="cuda", progress=False)
+    on_cpu = perplexity(clean.best_dir, valid, device="cpu", progress=False)
+    assert on_gpu.n_tokens == on_cpu.n_tokens and on_cpu.token_ppl > 1
+    assert on_gpu.token_ppl == pytest.approx(on_cpu.token_ppl, rel=1e-4)
+    assert on_gpu.word_ppl == pytest.approx(on_cpu.word_ppl, rel=1e-4)

@@ -741,7 +741,7 @@ def _infer_batch(g: CTMGlobals, phi: torch.Tensor, batch: WordBatch, b: int, *, 
     rows of ``m``, ``log s``, Adam's moments and the counts are dropped), so a batch costs the sum of
     its documents' steps, not ``B`` times the slowest one's."""
     device, dtype, k = g.mu.device, g.mu.dtype, g.num_topics
-    gen = torch.Generator(device=device).manual_seed(int(seed))
+    gen = torch.Generator().manual_seed(int(seed))    # drawn on the CPU: the same draws on every device
     prior = PriorTerms(g.mu, g.scale_tril)
     out_m = g.mu.expand(b, k).clone()
     out_log_s = torch.full((b, k), math.log(init_scale), dtype=dtype, device=device)
@@ -755,7 +755,7 @@ def _infer_batch(g: CTMGlobals, phi: torch.Tensor, batch: WordBatch, b: int, *, 
     trace: list[float] = []
     values = torch.zeros(b, dtype=torch.float64)
     for step in range(1, int(steps) + 1):
-        eps = torch.randn((num_samples, 1, k), generator=gen, device=device, dtype=dtype)
+        eps = torch.randn((num_samples, 1, k), generator=gen, dtype=dtype).to(device)
         opt.zero_grad(set_to_none=True)
         per_doc = local_elbo(m, log_s, eps, prior, phi, batch)
         (-per_doc.sum()).backward()
@@ -815,9 +815,10 @@ _COARSE_TOL = 1e-4
 def _fixed_draws(num_draws: int, k: int, seed: int, device, dtype) -> torch.Tensor:
     """``num_draws`` standard-normal draws ``(S, K)`` from ``seed`` in antithetic pairs ``(e, -e)`` (``S``
     rounded up to even), moment-matched (:func:`_matched`): their mean is exactly 0, so the bound's gradient
-    in ``m`` carries no first-order Monte Carlo error, and every coordinate's mean square exactly 1."""
-    gen = torch.Generator(device=device).manual_seed(int(seed))
-    half = torch.randn(((int(num_draws) + 1) // 2, k), generator=gen, device=device, dtype=dtype)
+    in ``m`` carries no first-order Monte Carlo error, and every coordinate's mean square exactly 1.  Drawn on
+    the CPU and moved to ``device``, so a seed gives the same draws, and the same scores, on every device."""
+    gen = torch.Generator().manual_seed(int(seed))
+    half = torch.randn(((int(num_draws) + 1) // 2, k), generator=gen, dtype=dtype).to(device)
     return _matched(torch.cat([half, -half]))
 
 
