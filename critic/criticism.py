@@ -38,7 +38,7 @@ from .document import Document, documents_sha256
 from .resources import require_memory
 from .results import Comparison, CriticismResult, DocumentResult, SetResult
 
-__all__ = ["criticize", "summarize", "compare", "word_counts", "outlier_p_values", "OUTLIER_SCORES", "SIZE_MODELS"]
+__all__ = ["criticize", "summarize", "compare", "compare_sets", "word_counts", "outlier_p_values", "OUTLIER_SCORES", "SIZE_MODELS"]
 
 SIZE_MODELS = {"bins": stats.size_matched_p_values, "location-scale": stats.size_model_p_values}
 """How a length-matched p-value takes the length into account, by :attr:`~critic.critic.Critic.size_model`."""
@@ -204,6 +204,22 @@ def compare(reference: Scores, candidate: Scores, *, n_bootstrap: int, n_permuta
                 - stats.latent_ppl(reference.latent_nll, reference.latent_steps))
     return (Comparison(mean_test.difference, mean_ci, mean_test.p_value, p_value_exact=mean_test.exact),
             Comparison(ppl_diff, ppl_ci, ppl_test.p_value, statistic="latent_ppl", p_value_exact=ppl_test.exact))
+
+
+def compare_sets(result: CriticismResult, reference: str, candidate: str, *, n_bootstrap: int = 1000,
+                 n_permutations: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[Comparison, Comparison]:
+    """Two sets of one result compared as :func:`compare` compares each candidate with the reference (for
+    example one LM's generations against another's): ``(mean Latent NLL, Latent PPL)`` comparisons of
+    ``candidate`` minus ``reference``, from the documents' ``T(x)`` and ``M(x)`` the result holds."""
+    _check_settings(n_bootstrap, n_permutations, level, 1)
+
+    def scores(name: str) -> Scores:
+        docs = result.set(name).documents
+        return Scores([d.id for d in docs], np.array([d.latent_nll for d in docs], dtype=np.float64),
+                      np.array([d.latent_steps for d in docs], dtype=np.float64))
+
+    return compare(scores(reference), scores(candidate), n_bootstrap=n_bootstrap, n_permutations=n_permutations,
+                   level=level, seed=seed)
 
 
 OUTLIER_SCORES = ("length", "plain")

@@ -19,7 +19,8 @@ from critic.lm.format import DocumentFormat
 from critic.stages import Stage, config_key
 from critic.study import Pipeline
 
-__all__ = ["SPLITS", "LM_TABLE", "LM_CHECK", "SAMPLE_TABLE", "LmStages", "read_splits", "word_ppl"]
+__all__ = ["SPLITS", "LM_TABLE", "LM_CHECK", "SECOND_LM_TABLE", "SAMPLE_TABLE", "LmStages", "read_splits",
+           "word_ppl", "second_lm"]
 
 SPLITS = ("train", "valid", "test")
 
@@ -40,10 +41,27 @@ LM_TABLE = {
     "end_of_document": Key(str, DocumentFormat(with_titles=False).end_of_document,
                            help="the token that ends a document: by default a new special token; a pretrained "
                                 "model's own separator is already trained (SmolLM2, GPT-2: <|endoftext|>)"),
+    "section_marker": Key(str, DocumentFormat(with_titles=False).section_marker,
+                          help="the token between sections: by default a new special token; a pretrained model "
+                               "emits one of its own trained tokens sooner (SmolLM2: <file_sep>; docs/lm.md)"),
     "shared_dir": Key(str, help="a folder studies share: the tokenizer and the LMs are trained there, each in a "
                                 "folder named by its key, so a study with the same corpus, [lm] and seed reuses "
                                 "them (absent: in the run directory)"),
 }
+
+TRAINING_KEYS = ("model", "layers", "heads", "dim", "context", "batch_size", "learning_rate", "epochs", "max_tokens",
+                 "bf16", "aligned_windows")
+"""The ``[lm]`` keys a second LM may change (:data:`SECOND_LM_TABLE`): what it is and how it is trained, not the
+tokens of the format or where models are shared."""
+
+SECOND_LM_TABLE = {
+    "name": Key(str, help="a second LM to compare with [lm]'s: its set's name in the tables (absent: one LM)"),
+    **{k: Key(LM_TABLE[k].type, gt=LM_TABLE[k].gt, min=LM_TABLE[k].min, max=LM_TABLE[k].max,
+              choices=LM_TABLE[k].choices, help=f"as [lm] {k}, for the second LM (absent: [lm]'s)")
+       for k in TRAINING_KEYS},
+}
+"""A study's ``[second_lm]`` table: the ``[lm]`` settings a second LM changes (e.g. a smaller token budget, or
+another model), the rest taken from ``[lm]``."""
 
 LM_CHECK = Divides("lm", "heads", "dim")
 """A tiny model's attention heads must divide its width: checked with the config, before the run starts."""
@@ -65,8 +83,23 @@ def word_ppl(stage: Stage) -> float:
     return json.loads((stage.path / "ppl.json").read_text(encoding="utf-8"))["word_ppl"]
 
 
+def second_lm(config: dict) -> tuple[str, dict] | None:
+    """``(name, [lm] keys it changes)`` of a study's ``[second_lm]`` table, or ``None`` without one."""
+    table = {k: v for k, v in (config.get("second_lm") or {}).items() if v is not None}
+    if "name" not in table:
+        if table:
+            raise ValueError(f"[second_lm] {', '.join(sorted(table))}: give the second LM a name (its set's name)")
+        return None
+    name = table.pop("name")
+    if name == "lm" or not name.startswith("lm_") or not name[3:].isidentifier():
+        raise ValueError(f"[second_lm] name must be lm_<word> and not 'lm' (its stages are samples_<word> and "
+                         f"ppl_<word>), got {name!r}")
+    return name, table
+
+
 def _format(lm: dict, with_titles: bool) -> DocumentFormat:
-    return DocumentFormat(with_titles=with_titles, end_of_document=lm["end_of_document"])
+    return DocumentFormat(with_titles=with_titles, section_marker=lm["section_marker"],
+                          end_of_document=lm["end_of_document"])
 
 
 class LmStages:
@@ -76,26 +109,30 @@ class LmStages:
     entry of ``formats`` (stage name -> trained with section titles) the LM ``<name>``, its samples
     ``samples<suffix>`` and its word perplexity on the test split ``ppl<suffix>``, where ``<suffix>`` is the
     name after its leading ``lm`` (``"lm"`` -> ``samples``, ``"lm_w_title"`` -> ``samples_w_title``).
-    ``data`` is the stage whose folder holds the splits.
+    ``data`` is the stage whose folder holds the splits.  ``settings`` (LM name -> the ``[lm]`` keys it changes)
+    trains an LM with other settings than ``[lm]``'s (a second budget or model: :func:`second_lm`).
     """
 
-    def __init__(self, run: Pipeline, data: Stage, formats: dict[str, bool] | None = None):
+    def __init__(self, run: Pipeline, data: Stage, formats: dict[str, bool] | None = None,
+                 settings: dict[str, dict] | None = None):
         self.run, self.data = run, data
         self.formats = {"lm": False} if formats is None else dict(formats)
         lm = run.config["lm"]
-        try:  # a bad [lm] end_of_document is refused before any stage runs
+        self.settings = {n: {**lm, **(settings or {}).get(n, {})} for n in self.formats}
+        try:  # a bad [lm] section_marker or end_of_document is refused before any stage runs
             _format(lm, with_titles=True)
         except ValueError as exc:
-            raise ValueError(f"[lm] end_of_document: {exc}") from None
+            raise ValueError(f"[lm] {exc}") from None              # names the key
         shared = lm.get("shared_dir")
         if shared is not None and Path(shared).exists() and not Path(shared).is_dir():
             raise ValueError(f"[lm] shared_dir: {shared} exists and is not a folder")  # refused before any stage
-        self.tokenizer = (self._model_stage("tokenizer", {k: lm[k] for k in ("vocab_size", "end_of_document")},
-                                            [data])
-                          if lm["model"] == "tiny" else None)
-        upstream = [data] + ([self.tokenizer] if self.tokenizer else [])
-        trained = {k: v for k, v in lm.items() if k != "shared_dir"}
-        self.lms = {n: self._model_stage(n, {**trained, "with_titles": w, "seed": run.seed}, upstream)
+        tiny = any(c["model"] == "tiny" for c in self.settings.values())
+        self.tokenizer = (self._model_stage("tokenizer", {k: lm[k] for k in ("vocab_size", "section_marker",
+                                                                             "end_of_document")}, [data])
+                          if tiny else None)
+        self.lms = {n: self._model_stage(n, {**{k: v for k, v in self.settings[n].items() if k != "shared_dir"},
+                                             "with_titles": w, "seed": run.seed},
+                                         [data] + ([self.tokenizer] if self.settings[n]["model"] == "tiny" else []))
                     for n, w in self.formats.items()}
         self.samples = {n: run.stage(f"samples{n[2:]}", {**run.config["sample"], "seed": run.seed}, upstream=[s])
                         for n, s in self.lms.items()}
@@ -119,7 +156,7 @@ class LmStages:
         for name, with_titles in self.formats.items():
             if run.needs(self.lms[name]):
                 run.log(f"training {name}")
-                self._finetune(self.lms[name], with_titles)
+                self._finetune(self.lms[name], self.settings[name], with_titles)
             if run.needs(self.samples[name]):
                 run.log(f"sampling {name}")
                 self._sample(self.samples[name], self.lms[name])
@@ -137,11 +174,11 @@ class LmStages:
                                   special_tokens=[fmt.section_marker, fmt.end_of_document])
             tok.save_pretrained(str(stage.path))
 
-    def _finetune(self, stage: Stage, with_titles: bool) -> None:
+    def _finetune(self, stage: Stage, lm: dict, with_titles: bool) -> None:
         from critic.lm.finetune import FinetuneConfig, finetune
         from critic.lm.model import build_tiny_lm, prepare_for_format
 
-        run, lm = self.run, self.run.config["lm"]
+        run = self.run
         with run.computing(stage):  # a checkpoint under the same key is kept: training resumes
             fmt = _format(lm, with_titles)
             splits = read_splits(self.data.path)

@@ -58,8 +58,8 @@ def cmd_finetune(args) -> int:
     if args.model == "tiny" and args.tiny_dim % args.tiny_heads:
         raise ValueError(f"--tiny-heads {args.tiny_heads} does not divide --tiny-dim {args.tiny_dim}: attention "
                          "heads split the model width evenly")
-    fmt = DocumentFormat.named(args.format, **({"end_of_document": args.end_of_document}
-                                                if args.end_of_document else {}))
+    tokens = {"section_marker": args.section_marker, "end_of_document": args.end_of_document}
+    fmt = DocumentFormat.named(args.format, **{k: v for k, v in tokens.items() if v})
     train, valid = read_with_args(args, args.train)[0], read_with_args(args, args.valid)[0]
     config = FinetuneConfig(batch_size=args.batch_size, learning_rate=args.lr, epochs=args.epochs,
                             max_tokens=args.max_tokens, context=args.context, eval_every=args.eval_every,
@@ -126,6 +126,9 @@ def add_parser(lm: argparse.ArgumentParser) -> None:
                    help="the token that ends a document (default <|endofdoc|>, a new, untrained token); a "
                         "pretrained model's own document separator is already trained: <|endoftext|> for "
                         "SmolLM2 and GPT-2")
+    p.add_argument("--section-marker", default=None, metavar="TOKEN",
+                   help="the token between sections (default <|section|>, a new, untrained token); a pretrained "
+                        "model emits one of its own trained tokens sooner: <file_sep> for SmolLM2 (docs/lm.md)")
     p.add_argument("--out", required=True, type=Path, help="run folder (best/ is the model to sample from)")
     p.add_argument("--batch-size", type=positive_int, default=8, help="windows per optimizer step (default 8)")
     p.add_argument("--lr", type=_positive_float, default=5e-5, help="peak learning rate (default 5e-5)")

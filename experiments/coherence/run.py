@@ -42,8 +42,9 @@ from critic.study import Pipeline, critic_table, load_results, register_study, s
 from critics.sections import CorpusFilter
 from critics.sections.classifier_critic import ClassifierSectionCritic
 from experiments.lm_stages import LM_CHECK, LM_TABLE, SAMPLE_TABLE, SPLITS, LmStages, read_splits, word_ppl
+from experiments.tables import set_comparison
 
-from .tables import label_indices, table2
+from .tables import TITLES_KEY, label_indices, table2, titles_line
 
 __all__ = ["main", "SCHEMA", "FORMATS"]
 
@@ -182,11 +183,13 @@ def _report(run: Pipeline, stage: Stage, corpus: str, filtered: Stage, critic_st
                                      "too few for MAUVE's quantisation to be trusted")
             result.add_statistic("mauve", mauve, reasons=reasons)
 
+        titles = set_comparison(result, "lm_wo_title", "lm_w_title", settings, run.seed)
         sections = [f"Classifier posterior: `{critic.classifier}`, Latent NLL in `{critic.mode}` mode; held-out "
                     f"accuracy {json.loads((critic_stage.path / 'accuracy.json').read_text())['test_accuracy']:.4f} "
                     "on the test split's sections.", "",
                     "Unparseable generations (counted, not scored): "
                     + "; ".join(f"`{n}`: {dict(c) or 'none'}" for n, c in unparsed.items()), "",
+                    "## W/ Title against W/O Title", "", titles_line(titles), "",
                     f"## Top section-transition errors (paper table 12: P_c(z_m | z_{{m-1}}) < "
                     f"{settings['error_threshold']})", ""]
         for name, set_paths in paths.items():
@@ -213,7 +216,8 @@ def _report(run: Pipeline, stage: Stage, corpus: str, filtered: Stage, critic_st
             return out
 
         run.write_report(stage.path, result, sections=["\n".join(sections)], figures=figures,
-                         record={"corpus": corpus, "unparsed_generations": {n: dict(c) for n, c in unparsed.items()}})
+                         record={"corpus": corpus, "unparsed_generations": {n: dict(c) for n, c in unparsed.items()},
+                                 TITLES_KEY: titles})
 
 
 def _study(run: Pipeline, corpus: str) -> CriticismResult:
@@ -247,7 +251,8 @@ def main(run: Pipeline) -> dict[str, CriticismResult]:
         part = run.part(corpus)
         results[corpus] = _study(part, corpus)
         part.log(f"done in {time.perf_counter() - start:.0f} s; report in {run.out / corpus / 'report'}")
-    table = table2(results)
+    table = table2(results, {c: json.loads((run.out / c / "report" / "results.json").read_text())["run"][TITLES_KEY]
+                             for c in results})
     atomic_write_text(run.out / "table2.md", "# Coherence study (paper table 2 layout)\n\n" + table + "\n")
     for corpus in results:
         print(f"\n## {corpus}\n")

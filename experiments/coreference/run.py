@@ -9,6 +9,9 @@
 ``lm/``                an LM fine-tuned on the summaries (``critic lm``)
 ``samples/``           its ancestral samples (resumable)
 ``ppl/``               its word perplexity on the test split
+``lm_<name>/`` ...     with ``[second_lm] name = "lm_<name>"``, a second LM (``[lm]`` with the keys
+                       ``[second_lm]`` changes: a smaller budget, another model), its
+                       ``samples_<name>/``, ``ppl_<name>/`` and ``resolved_lm_<name>/``
 ``resolved_train/``    neuralcoref resolutions (resumable) of the first ``max_train_documents``
 ``resolved_test/``     ... of the test split, ``resolved_lm/`` of the samples
 ``critic_kenlm/``      the coreference critic with the KenLM prior, ``critic_authors/`` with
@@ -19,7 +22,8 @@
                        under the authors' smoothing
 =====================  ============================================================
 
-and ``DIR/table7.md``: Latent PPL with 95% CIs per set under both priors, and the LM's word PPL.
+and ``DIR/table7.md``: Latent PPL with 95% CIs and the per-document test against the data per set under
+both priors, the LMs' word PPL, and with two LMs the second against the first.
 
 Corruptions (:mod:`critics.coref.corrupt`) are made from the resolved test documents: one
 pronoun per document takes the other gender, or the other number, with the clusters kept.
@@ -41,13 +45,18 @@ from critic.results import CriticismResult
 from critic.stages import Stage
 from critic.study import Pipeline, critic_table, load_results, register_study, study_schema
 from critics.coref.critic import CorefChainCritic
-from experiments.lm_stages import LM_CHECK, LM_TABLE, SAMPLE_TABLE, LmStages, read_splits, word_ppl
+from experiments.lm_stages import (LM_CHECK, LM_TABLE, SAMPLE_TABLE, SECOND_LM_TABLE, LmStages, read_splits,
+                                   second_lm, word_ppl)
+from experiments.tables import comparison_line, set_comparison
 
 from .tables import diagnostic_tables, originals_latent_ppl, table7
 
 __all__ = ["main", "SCHEMA", "table7"]
 
 SMOOTHINGS = {"kenlm": "critic_kenlm", "authors": "critic_authors"}
+LMS_KEY = "second_lm_vs_lm"
+"""Where a report's ``results.json`` keeps the second LM against the first, under ``run``
+(:func:`experiments.tables.set_comparison`)."""
 
 SCHEMA = study_schema({
     "data": {
@@ -60,6 +69,7 @@ SCHEMA = study_schema({
         "max_test_documents": Key(int, min=1, help="test documents resolved and scored (absent: all)"),
     },
     "lm": LM_TABLE,
+    "second_lm": SECOND_LM_TABLE,
     "sample": SAMPLE_TABLE,
     "neuralcoref": {"batch_size": Key(int, 16, min=1, help="documents per worker request")},
     "critic": critic_table(CorefChainCritic, keep=("order", "memory"), notes={
@@ -109,20 +119,22 @@ def _fit(run: Pipeline, stage: Stage, resolved_train: Stage, smoothing: str) -> 
 
 
 def _report(run: Pipeline, stage: Stage, critic_stage: Stage, test: list[Document],
-            candidates: dict[str, list[Document]], lm_word_ppl: float, *, diagnostics: bool) -> None:
+            candidates: dict[str, list[Document]], lm_word_ppl: dict[str, float], *, diagnostics: bool) -> None:
     from critics.coref.diagnostics import render_html, render_markdown
 
     settings = run.config["criticism"]
     with run.computing(stage):
         critic = Critic.load(critic_stage.path / "critic")
         result = run.criticize(critic, test, candidates, reference_name="data")
-        corruptions = [c for c in candidates if c != "lm"]
-        result.add_statistic("word_ppl", {"data": None, "lm": lm_word_ppl, **{c: None for c in corruptions}},
+        corruptions = [c for c in candidates if c not in lm_word_ppl]
+        result.add_statistic("word_ppl", {"data": None, **lm_word_ppl, **{c: None for c in corruptions}},
                              reasons={"data": "real text: no model to score",
                                       **{c: "a corruption of the data: no model" for c in corruptions}})
         result.add_statistic("originals_latent_ppl", originals_latent_ppl(result, corruptions),
-                             reasons={"data": "not a corruption", "lm": "not a corruption"})
-        sections = []
+                             reasons={n: "not a corruption" for n in ("data", *lm_word_ppl)})
+        lms = list(lm_word_ppl)
+        between = ({LMS_KEY: set_comparison(result, lms[0], lms[1], settings, run.seed)} if len(lms) == 2 else {})
+        sections = [comparison_line(f"{lms[1]} minus {lms[0]}", between[LMS_KEY]), ""] if between else []
         files: dict[str, str] = {}
         if diagnostics:
             chains = {s.name: [tuple(d.extras["chain"].split()) for d in s.documents] for s in result.sets}
@@ -148,7 +160,7 @@ def _report(run: Pipeline, stage: Stage, critic_stage: Stage, test: list[Documen
             return out
 
         run.write_report(stage.path, result, sections=["\n".join(sections)], figures=figures,
-                         record={"critic": critic_stage.name})
+                         record={"critic": critic_stage.name, **between})
 
 
 @register_study("coreference", SCHEMA, "paper sec. 5: coreference chains of LM samples and corruptions, table 7")
@@ -170,26 +182,28 @@ def main(run: Pipeline) -> dict[str, CriticismResult]:
 
     data = run.stage("data", {k: data_cfg[k] for k in ("language", "topic", "film", "valid_fraction",
                                                          "test_fraction")})
-    lm = LmStages(run, data)
-    samples, ppl = lm.samples["lm"], lm.ppls["lm"]
+    second = second_lm(run.config)
+    lm = LmStages(run, data, {"lm": False, **({second[0]: False} if second else {})},
+                  settings=dict([second]) if second else None)
     resolved = {"train": run.stage("resolved_train", {"n": data_cfg.get("max_train_documents")}, upstream=[data]),
                 "test": run.stage("resolved_test", {"n": data_cfg.get("max_test_documents")}, upstream=[data]),
-                "lm": run.stage("resolved_lm", {}, upstream=[samples])}
+                **{name: run.stage(f"resolved_{name}", {}, upstream=[samples]) for name, samples in lm.samples.items()}}
     critics = {s: run.stage(d, {**run.config["critic"], "smoothing": s}, upstream=[resolved["train"]])
                for s, d in SMOOTHINGS.items()}
     reports = {s: run.stage("report" if s == "kenlm" else f"report_{s}",
                             run.criticism_key(run.config["corruptions"]),
-                            upstream=[critics[s], resolved["test"], resolved["lm"], ppl]) for s in SMOOTHINGS}
+                            upstream=[critics[s], *resolved.values(), *lm.ppls.values()]) for s in SMOOTHINGS}
     try:
         if run.needs(data):
             _build(run, data)
         splits = read_splits(data.path)
         lm.compute()
-        generated, unparsed = read_generations(samples.path)
-        if unparsed:
-            run.log(f"unparseable generations (counted, not scored): {dict(unparsed)}")
         sources = {"train": splits["train"][:data_cfg.get("max_train_documents")],
-                   "test": splits["test"][:data_cfg.get("max_test_documents")], "lm": generated}
+                   "test": splits["test"][:data_cfg.get("max_test_documents")]}
+        for name, samples in lm.samples.items():
+            sources[name], unparsed = read_generations(samples.path)
+            if unparsed:
+                run.log(f"{name}: unparseable generations (counted, not scored): {dict(unparsed)}")
         for name, stage in resolved.items():
             if run.needs(stage):
                 run.log(f"resolving {name} with neuralcoref ({len(sources[name])} documents)")
@@ -202,15 +216,17 @@ def main(run: Pipeline) -> dict[str, CriticismResult]:
             w.close()
 
     test = read_jsonl(resolved["test"].path / "documents.jsonl")
-    candidates = {"lm": read_jsonl(resolved["lm"].path / "documents.jsonl")}
+    candidates = {name: read_jsonl(resolved[name].path / "documents.jsonl") for name in lm.lms}
     for name in run.config["corruptions"]["names"]:
         candidates[name], counts = corrupt_resolved(test, name, seed=run.seed)
         run.log(f"corruption {name}: {dict(counts)}")
     for smoothing, stage in reports.items():
         if run.needs(stage):
-            _report(run, stage, critics[smoothing], test, candidates, word_ppl(ppl), diagnostics=smoothing == "kenlm")
+            _report(run, stage, critics[smoothing], test, candidates, {n: word_ppl(p) for n, p in lm.ppls.items()},
+                    diagnostics=smoothing == "kenlm")
     results = {smoothing: load_results(stage.path) for smoothing, stage in reports.items()}
-    table = table7(results)
+    table = table7(results, {s: json.loads((stage.path / "results.json").read_text())["run"].get(LMS_KEY)
+                             for s, stage in reports.items()})
     atomic_write_text(run.out / "table7.md", "# Coreference study (paper table 7 layout)\n\n" + table + "\n")
     print((reports["kenlm"].path / "report.md").read_text(encoding="utf-8"))
     print("\n## Table 7\n\n" + table)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from critic.results import CriticismResult
-from experiments.tables import cell, interval
+from experiments.tables import cell, comparison_line, interval
 
 
 def diagnostic_tables(critic, sets: dict[str, list[tuple[str, ...]]], settings: dict) -> list[str]:
@@ -56,18 +56,22 @@ def originals_latent_ppl(result, corruptions: list[str]) -> dict[str, float | No
     return out
 
 
-def table7(results: dict[str, CriticismResult]) -> str:
-    """Table 7 layout: a row per set; per prior, Latent PPL [95% CI] (n) and, for a corruption, the Latent PPL of
-    the same documents uncorrupted; the LM's word PPL."""
+def table7(results: dict[str, CriticismResult], between: dict[str, dict | None] | None = None) -> str:
+    """Table 7 layout: a row per set; per prior, Latent PPL [95% CI] (n), the permutation p-value of its per-document
+    mean Latent NLL against the data's and, for a corruption, the Latent PPL of the same documents uncorrupted; the
+    LMs' word PPL.  Below it, per prior, the second LM against the first (``between``: prior ->
+    :func:`experiments.tables.set_comparison`, ``None`` with one LM)."""
     first = next(iter(results.values()))
-    head = ("| set |" + "".join(f" Latent PPL ↓ ({p}) [95% CI] (n) | same documents uncorrupted ({p}) |"
+    head = ("| set |" + "".join(f" Latent PPL ↓ ({p}) [95% CI] (n) | p vs data ({p}) | same documents uncorrupted ({p}) |"
                                 for p in results) + " word PPL ↓ |")
-    lines = [head, "|---|" + "---|---:|" * len(results) + "---:|"]
+    lines = [head, "|---|" + "---|---:|---:|" * len(results) + "---:|"]
     for name in (s.name for s in first.sets):
         row = f"| {name} |"
         for res in results.values():
             s = res.set(name)
             row += (f" {cell(s.latent_ppl, '.3f')} {interval(s.latent_ppl_ci, '.3f')} ({s.n}) |"
-                    f" {cell(s.statistics.get('originals_latent_ppl'), '.3f')} |")
+                    f" {cell(s.p_value, '.4f')} | {cell(s.statistics.get('originals_latent_ppl'), '.3f')} |")
         lines.append(row + f" {cell(first.set(name).statistics.get('word_ppl'))} |")
-    return "\n".join(lines)
+    lines += [""] + [f"- {prior}: " + comparison_line(f"{c['candidate']} minus {c['reference']}", c)
+                     for prior, c in (between or {}).items() if c]
+    return "\n".join(lines).rstrip()

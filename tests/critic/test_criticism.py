@@ -102,6 +102,23 @@ def test_criticize_numbers(tutorial, tmp_path):
     assert "↓" not in table and "distance from the reference" in table
 
 
+def test_two_candidate_sets_compare_as_a_candidate_with_the_reference(tutorial):
+    from critic.criticism import compare_sets
+
+    critic = tutorial.SectionCountCritic().fit(docs_with([3, 4, 5, 4, 4, 2, 6], "t"))
+    a, b = docs_with([3, 4, 5, 4, 4, 3, 5, 4, 2, 6, 4, 5], "a"), docs_with([8, 9, 1, 10, 4, 12, 7], "b")
+    both = criticize(critic, a, {"a": a, "b": b}, reference_name="ref", n_bootstrap=300, n_permutations=499, seed=5)
+    alone = criticize(critic, a, {"b": b}, n_bootstrap=300, n_permutations=499, seed=5)
+    mean, ppl = compare_sets(both, "a", "b", n_bootstrap=300, n_permutations=499, seed=5)
+    assert mean == alone.candidates["b"].comparison and ppl == alone.candidates["b"].ppl_comparison
+    assert mean.difference == pytest.approx(-poisson.logpmf([8, 9, 1, 10, 4, 12, 7], 4.0).mean()
+                                            + poisson.logpmf([3, 4, 5, 4, 4, 3, 5, 4, 2, 6, 4, 5], 4.0).mean())
+    back, _ = compare_sets(both, "b", "a", n_bootstrap=300, n_permutations=499, seed=5)
+    assert back.difference == pytest.approx(-mean.difference)
+    with pytest.raises(KeyError, match="no set 'c'"):
+        compare_sets(both, "a", "c")
+
+
 def test_monte_carlo_fallback_is_stated_and_agrees_with_closed_form(tutorial, tmp_path):
     """Uniform posterior under a Cauchy prior: no registered formula, so Monte Carlo, and the result says so.
 

@@ -23,13 +23,14 @@ def splits(manpage_docs, tmp_path):
 def test_finetune_sample_ppl_end_to_end(splits, capsys):
     t = splits
     args = ["lm", "finetune", *TINY, "--train", str(t / "train.jsonl"), "--valid", str(t / "valid.jsonl"),
-            "--format", "without-titles", "--end-of-document", "<|doc|>", "--out", str(t / "run"), "--epochs", "1",
+            "--format", "without-titles", "--end-of-document", "<|doc|>", "--section-marker", "<|part|>",
+            "--out", str(t / "run"), "--epochs", "1",
             "--lr", "1e-2", "--quiet"]
     assert main(args) == 0
     first = capsys.readouterr().out
     assert "best validation loss" in first
     fmt = json.loads((t / "run" / "best" / "format.json").read_text())
-    assert fmt["end_of_document"] == "<|doc|>" and fmt["section_marker"] == "<|section|>"
+    assert fmt["end_of_document"] == "<|doc|>" and fmt["section_marker"] == "<|part|>"
     assert main(args) == 0                                     # finished: the rerun does nothing
     assert capsys.readouterr().out == first
 

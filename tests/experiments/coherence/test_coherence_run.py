@@ -17,18 +17,17 @@ STAGES = ("data", "filtered", "critic", "tokenizer", "lm_w_title", "samples_w_ti
           "lm_wo_title", "samples_wo_title", "ppl_wo_title", "report")
 
 
-def write_config(toy_preset, path: Path, manroot: Path, *, n: int = 6) -> Path:
+def write_config(toy_preset, path: Path, manroot: Path, *, n: int = 16) -> Path:
     """The cpu preset with the man-page fixture and toy sizes (same keys, so the preset's schema is tested)."""
     replace = {
-        'corpora = ["manpages", "linux-doc"]': 'corpora = ["manpages"]',
         'root = "/usr/share/man"': f'root = "{manroot}"\nvalid_fraction = 0.25\ntest_fraction = 0.25',
-        "min_title_count = 5": "min_title_count = 2",
+        "min_title_count = 5\nmax_document_tokens = 400": "min_title_count = 2",
         "threads = 2": "threads = 1",
-        "vocab_size = 4096": "vocab_size = 400", "layers = 4": "layers = 1", "heads = 4": "heads = 2",
-        "dim = 256": "dim = 32", "context = 1024": "context = 96", "batch_size = 8": "batch_size = 4",
-        "learning_rate = 1e-3": "learning_rate = 3e-3", "epochs = 20": "epochs = 1",
-        "max_tokens = 600_000": "max_tokens = 3000",
-        "n = 100": f"n = {n}", "batch_size = 32": "batch_size = 4", "max_new_tokens = 1023": "max_new_tokens = 120",
+        'model = "smollm2"': 'model = "tiny"\nvocab_size = 400\nlayers = 1\nheads = 2\ndim = 32',
+        "context = 1024": "context = 96", "batch_size = 8": "batch_size = 4", "bf16 = true": "bf16 = false",
+        "learning_rate = 1e-4": "learning_rate = 3e-3", "epochs = 20": "epochs = 1",
+        "max_tokens = 320_000": "max_tokens = 3000",
+        "n = 170": f"n = {n}", "batch_size = 17": "batch_size = 4", "max_new_tokens = 1023": "max_new_tokens = 120",
         "n_bootstrap = 1000": "n_bootstrap = 50", "n_permutations = 2000": "n_permutations = 50",
     }
     return toy_preset("coherence", path, replace)
@@ -62,9 +61,32 @@ def test_results_have_the_three_sets_with_word_and_latent_ppl(first):
         # every generation is either scored, skipped with a reason, or counted as unparseable
         sample = json.loads((out / "manpages" / f"samples_{name[3:]}" / "sample.json").read_text())
         unparsed = results["run"]["unparsed_generations"][name]
-        assert sets[name]["n"] + sets[name]["n_skipped"] + sum(unparsed.values()) == 6, (sample, unparsed)
+        assert sets[name]["n"] + sets[name]["n_skipped"] + sum(unparsed.values()) == 16, (sample, unparsed)
     table = (out / "table2.md").read_text()
     assert "| Data |" in table and "| LM W/ Title |" in table and "| LM W/O Title |" in table
+
+
+def test_w_title_against_wo_title_recomputed_from_the_documents(first):
+    _, out = first
+    rows = [json.loads(line) for line in (out / "manpages" / "report" / "documents.jsonl").read_text().splitlines()]
+    sets = {n: [r for r in rows if r["set"] == n] for n in ("lm_w_title", "lm_wo_title")}
+    ppl = {n: math.exp(sum(r["latent_nll"] for r in d) / sum(r["latent_steps"] for r in d)) for n, d in sets.items()}
+    mean = {n: np.mean([r["latent_nll"] for r in d]) for n, d in sets.items()}
+    titles = json.loads((out / "manpages" / "report" / "results.json").read_text())["run"]["w_title_vs_wo_title"]
+    assert titles["n"] == {n: len(d) for n, d in sets.items()} and min(titles["n"].values()) >= 1
+    assert titles["latent_ppl"]["difference"] == pytest.approx(ppl["lm_w_title"] - ppl["lm_wo_title"], rel=1e-9)
+    assert titles["mean_latent_nll"]["difference"] == pytest.approx(mean["lm_w_title"] - mean["lm_wo_title"],
+                                                                    rel=1e-9)
+    for key in ("latent_ppl", "mean_latent_nll"):
+        if min(titles["n"].values()) < 2:       # the toy LMs parse few: no CI, no p-value, and not invented
+            assert titles[key]["difference_ci"] == [None, None] and titles[key]["p_value"] is None
+            continue
+        lo, hi = titles[key]["difference_ci"]
+        assert lo <= titles[key]["difference"] <= hi and 1 / 51 <= titles[key]["p_value"] <= 1   # 50 permutations
+    table = (out / "table2.md").read_text()
+    assert f"- manpages: W/ Title minus W/O Title (n = {titles['n']['lm_w_title']} and" in table
+    p_value = titles["latent_ppl"]["p_value"]
+    assert f"p = {'—' if p_value is None else format(p_value, '.4f')}" in table
 
 
 def test_data_latent_ppl_and_pdd_recomputed_from_the_saved_critic(first):
@@ -95,7 +117,7 @@ def test_rerun_reuses_every_stage_and_a_sampling_change_redoes_only_what_follows
     printed, how = run(config, out)
     assert how == dict.fromkeys(STAGES, "reused")
     assert "## Table 2" in printed
-    changed = write_config(toy_preset, tmp_path / "job.toml", fixture_manpage_root, n=8)
+    changed = write_config(toy_preset, tmp_path / "job.toml", fixture_manpage_root, n=18)
     before = (out / "manpages" / "lm_w_title" / "best").stat().st_mtime_ns
     _, how = run(changed, out)
     redone = {s for s, h in how.items() if h == "computed"}
@@ -103,6 +125,6 @@ def test_rerun_reuses_every_stage_and_a_sampling_change_redoes_only_what_follows
     assert (out / "manpages" / "lm_w_title" / "best").stat().st_mtime_ns == before
     generations = [json.loads(line) for line in
                    (out / "manpages" / "samples_w_title" / "generations.jsonl").read_text().splitlines()]
-    assert sorted(g["index"] for g in generations) == list(range(8))
+    assert sorted(g["index"] for g in generations) == list(range(18))
     assert np.isfinite(json.loads((out / "manpages" / "report" / "results.json").read_text())
                        ["reference"]["latent_ppl"])

@@ -15,8 +15,9 @@ from critic.critic import Critic
 from critic.document import read_jsonl
 from critic.lm.sample import read_generations
 
-STAGES = ("data", "tokenizer", "lm", "samples", "ppl", "resolved_train", "resolved_test", "resolved_lm",
-          "critic_kenlm", "critic_authors", "report", "report_authors")
+STAGES = ("data", "tokenizer", "lm", "samples", "ppl", "lm_short", "samples_short", "ppl_short", "resolved_train",
+          "resolved_test", "resolved_lm", "resolved_lm_short", "critic_kenlm", "critic_authors", "report",
+          "report_authors")
 N_SAMPLES = 12
 
 
@@ -33,11 +34,11 @@ def write_config(toy_preset, path: Path) -> Path:
     """The cpu preset with toy sizes (same keys, so the preset's schema is tested)."""
     replace = {
         "film = false": "film = false\nmax_train_documents = 60\nmax_test_documents = 25", "threads = 2": "threads = 1",
-        "vocab_size = 4096": "vocab_size = 400", "layers = 4": "layers = 1", "heads = 4": "heads = 2",
-        "dim = 256": "dim = 32", "context = 512": "context = 128", "batch_size = 8": "batch_size = 4",
-        "learning_rate = 1e-3": "learning_rate = 3e-3", "epochs = 20": "epochs = 1",
-        "max_tokens = 1_000_000": "max_tokens = 3000",
-        "n = 200": f"n = {N_SAMPLES}", "batch_size = 32": "batch_size = 6", "max_new_tokens = 511": "max_new_tokens = 120",
+        'model = "smollm2"': 'model = "tiny"\nvocab_size = 400\nlayers = 1\nheads = 2\ndim = 32',
+        "context = 512": "context = 128", "batch_size = 8": "batch_size = 4", "bf16 = true": "bf16 = false",
+        "learning_rate = 1e-4": "learning_rate = 3e-3", "epochs = 20": "epochs = 1",
+        "max_tokens = 160_000": "max_tokens = 3000", "max_tokens = 40_000": "max_tokens = 1500",
+        "n = 280": f"n = {N_SAMPLES}", "batch_size = 32": "batch_size = 6", "max_new_tokens = 511": "max_new_tokens = 120",
         "n_bootstrap = 1000": "n_bootstrap = 50", "n_permutations = 2000": "n_permutations = 50",
     }
     return toy_preset("coreference", path, replace)
@@ -53,7 +54,7 @@ def test_sets_and_numbers_recomputed_from_the_stages(first):
     _, out = first
     results = json.loads((out / "report" / "results.json").read_text())
     assert results["reference"]["name"] == "data"
-    assert set(results["candidates"]) == {"lm", "gender", "number"}
+    assert set(results["candidates"]) == {"lm", "lm_short", "gender", "number"}
     test = read_jsonl(out / "resolved_test" / "documents.jsonl")
     assert len(test) == 25 and all("coref" in d.metadata for d in test)
     # the data's Latent PPL, recomputed with the saved critic from the resolved documents
@@ -79,6 +80,30 @@ def test_sets_and_numbers_recomputed_from_the_stages(first):
     assert len(generated) + sum(unparsed.values()) == N_SAMPLES
     assert lm["n"] + lm["n_skipped"] == len(resolved_lm) + sum(
         v for k, v in json.loads((out / "resolved_lm" / "counts.json").read_text()).items() if k.startswith("failed"))
+
+
+def test_the_second_lm_is_its_own_set_and_is_compared_with_the_first(first):
+    _, out = first
+    results = json.loads((out / "report" / "results.json").read_text())
+    short, lm = results["candidates"]["lm_short"], results["candidates"]["lm"]
+    for stage, budget in (("lm", 3000), ("lm_short", 1500)):       # [second_lm] changed the budget, nothing else
+        training = json.loads((out / stage / "best" / "training.json").read_text())
+        assert budget <= training["tokens_seen"] < budget + 4 * 127, stage
+    ppl = json.loads((out / "ppl_short" / "ppl.json").read_text())
+    assert short["word_ppl"] == pytest.approx(math.exp(ppl["nll"] / ppl["n_words"]), rel=1e-12)
+    assert short["word_ppl"] != pytest.approx(lm["word_ppl"])
+    rows = [json.loads(line) for line in (out / "report" / "documents.jsonl").read_text().splitlines()]
+    sets = {n: [r for r in rows if r["set"] == n] for n in ("lm", "lm_short")}
+    ppls = {n: math.exp(sum(r["latent_nll"] for r in d) / sum(r["latent_steps"] for r in d)) for n, d in sets.items()}
+    between = results["run"]["second_lm_vs_lm"]
+    assert between["n"] == {"lm": len(sets["lm"]), "lm_short": len(sets["lm_short"])} == {"lm": lm["n"],
+                                                                                          "lm_short": short["n"]}
+    assert between["latent_ppl"]["difference"] == pytest.approx(ppls["lm_short"] - ppls["lm"], rel=1e-9)
+    table = (out / "table7.md").read_text()
+    assert f"- kenlm: lm_short minus lm (n = {short['n']} and {lm['n']}): Latent PPL" in table
+    row = next(line for line in table.splitlines() if line.startswith("| lm_short |"))
+    p_value = short["comparison"]["p_value"]            # null from fewer than 2 documents: printed as such
+    assert f"{short['latent_ppl']:.3f}" in row and ("—" if p_value is None else f"{p_value:.4f}") in row
 
 
 def test_corruptions_swap_one_pronoun_and_raise_the_latent_ppl(first):

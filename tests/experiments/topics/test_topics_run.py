@@ -181,5 +181,5 @@ def test_a_bad_end_of_document_is_refused_before_any_stage(toy_preset, tmp_path,
                         {'end_of_document = "<|endoftext|>"': 'end_of_document = "<|section|>"'})
     assert main(["run", str(config), "--out", str(tmp_path / "a")]) == 2
     err = capsys.readouterr().err
-    assert "[lm] end_of_document" in err and "must not contain one another" in err
+    assert "[lm] section_marker '<|section|>' and end_of_document '<|section|>' must not contain one another" in err
     assert not (tmp_path / "a" / "data").exists()
