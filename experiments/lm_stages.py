@@ -20,7 +20,7 @@ from critic.stages import Stage, config_key
 from critic.study import Pipeline
 
 __all__ = ["SPLITS", "LM_TABLE", "LM_CHECK", "SECOND_LM_TABLE", "SAMPLE_TABLE", "LmStages", "read_splits",
-           "word_ppl", "second_lm"]
+           "word_ppl", "second_lm", "add_openings"]
 
 SPLITS = ("train", "valid", "test")
 
@@ -97,6 +97,18 @@ def second_lm(config: dict) -> tuple[str, dict] | None:
     return name, table
 
 
+def add_openings(result, openings: dict[str, dict]) -> None:
+    """:meth:`LmStages.openings` added to ``result`` as each LM set's statistic ``opening_ratio`` (the data's own
+    share is the denominator: null, with that reason)."""
+    def why(o: dict) -> str:
+        return ("no generation to count" if not o["samples"][1] else
+                "no training document begins as a document: no share to compare with")
+
+    result.add_statistic("opening_ratio", {"data": None, **{n: o["ratio"] for n, o in openings.items()}},
+                         reasons={"data": "the training documents' share is the ratio's denominator",
+                                  **{n: why(o) for n, o in openings.items() if o["ratio"] is None}})
+
+
 def _format(lm: dict, with_titles: bool) -> DocumentFormat:
     return DocumentFormat(with_titles=with_titles, section_marker=lm["section_marker"],
                           end_of_document=lm["end_of_document"])
@@ -162,6 +174,21 @@ class LmStages:
                 self._sample(self.samples[name], self.lms[name])
             if run.needs(self.ppls[name]):
                 self._ppl(self.ppls[name], self.lms[name])
+
+    def openings(self) -> dict[str, dict]:
+        """Per LM, :func:`critic.lm.openings.opening_shares`: how many of its generations (parsed or not) begin as
+        the training documents, rendered in its format, begin, and the ratio of the two shares."""
+        from critic.lm.generations import read_log
+        from critic.lm.openings import opening_shares
+        from critic.lm.sample import LOG_FILE
+
+        train = read_jsonl(self.data.path / "train.jsonl")
+        out = {}
+        for name, stage in self.samples.items():
+            log, _ = read_log(stage.path / LOG_FILE, n=self.run.config["sample"]["n"], repair=False)
+            out[name] = opening_shares(_format(self.settings[name], self.formats[name]), train,
+                                       [log[i].text for i in sorted(log)])
+        return out
 
     def _tokenizer(self) -> None:
         from critic.lm.model import train_tokenizer

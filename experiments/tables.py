@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict
 
-__all__ = ["cell", "interval", "set_comparison", "comparison_line"]
+__all__ = ["cell", "interval", "set_comparison", "comparison_line", "openings_line"]
 
 
 def cell(value, fmt: str = ".2f") -> str:
@@ -45,3 +45,12 @@ def comparison_line(label: str, comparison: dict) -> str:
             f"{cell(ppl['difference'], '+.2f')} {interval(ppl['difference_ci'])}, permutation p = "
             f"{cell(ppl['p_value'], '.4f')}; mean Latent NLL {cell(mean['difference'], '+.3f')} "
             f"{interval(mean['difference_ci'], '.3f')}, p = {cell(mean['p_value'], '.4f')}.")
+
+
+def openings_line(openings: dict[str, dict]) -> str:
+    """One sentence of :meth:`experiments.lm_stages.LmStages.openings`: per LM, its generations that begin as
+    documents, the data's share and the ratio."""
+    parts = [f"`{name}` {o['samples'][0]}/{o['samples'][1]} (share {cell(o['share'], '.3f')}; the training "
+             f"documents' {cell(o['data_share'], '.3f')}; ratio {cell(o['ratio'], '.3f')})"
+             for name, o in openings.items()]
+    return "Generations that begin as documents begin (critic.lm.openings): " + "; ".join(parts) + "."

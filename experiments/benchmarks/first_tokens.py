@@ -15,9 +15,9 @@ same settings and the same token budget, ``--steps x --batch x (--context - 1)``
 stream run takes ``--steps`` steps; the aligned run's windows are padded, so it takes more steps for the
 same targets), then ``--samples`` generations of at most ``--max-new-tokens`` tokens are drawn from each.
 
-A text *begins as a document* when, W/O Title, its first character is an upper-case letter, a digit or a
-quote (``str.isupper``, ``str.isdigit``, one of ``QUOTES``); W/ Title, when its first line is the title of
-a training document's first section (``abstract`` for the summaries) and a line break follows.  For each
+A text *begins as a document* as :mod:`critic.lm.openings` says: W/O Title, its first character is an
+upper-case letter, a digit or a quote; W/ Title, its first line is the title of a training document's first
+section (``abstract`` for the summaries) and a line break follows.  For each
 windowing the script prints the share of generations that begin so, the share of the rendered training
 documents that do (the data's), and their ratio (target for aligned windows: >= 0.95).
 """
@@ -34,21 +34,9 @@ from pathlib import Path
 
 from critic.io import atomic_write_text
 
-__all__ = ["QUOTES", "begins_as_document", "main"]
+from critic.lm.openings import begins_as_document
 
-QUOTES = "\"'\u201c\u2018\u00ab\u201e"
-"""Quotes a document may begin with: straight, curly (double, single), guillemet, low double."""
-
-
-def begins_as_document(text: str, first_titles: frozenset[str] | None) -> bool:
-    """Whether ``text`` begins as a document does: W/O Title (``first_titles=None``) its first character is
-    an upper-case letter, a digit or one of :data:`QUOTES`; W/ Title its first line, followed by a line
-    break, is one of ``first_titles``."""
-    if first_titles is not None:
-        title, newline, _ = text.partition("\n")
-        return bool(newline) and title in first_titles
-    first = text[:1]
-    return first.isupper() or first.isdigit() or (first != "" and first in QUOTES)
+__all__ = ["main"]
 
 
 def _summaries(tmp: Path, wheel: str | None):

@@ -41,8 +41,9 @@ from critic.stages import Stage
 from critic.study import Pipeline, critic_table, load_results, register_study, study_schema
 from critics.sections import CorpusFilter
 from critics.sections.classifier_critic import ClassifierSectionCritic
-from experiments.lm_stages import LM_CHECK, LM_TABLE, SAMPLE_TABLE, SPLITS, LmStages, read_splits, word_ppl
-from experiments.tables import set_comparison
+from experiments.lm_stages import (LM_CHECK, LM_TABLE, SAMPLE_TABLE, SPLITS, LmStages, add_openings, read_splits,
+                                   word_ppl)
+from experiments.tables import openings_line, set_comparison
 
 from .tables import TITLES_KEY, label_indices, table2, titles_line
 
@@ -184,12 +185,14 @@ def _report(run: Pipeline, stage: Stage, corpus: str, filtered: Stage, critic_st
             result.add_statistic("mauve", mauve, reasons=reasons)
 
         titles = set_comparison(result, "lm_wo_title", "lm_w_title", settings, run.seed)
+        openings = lm.openings()
+        add_openings(result, openings)
         sections = [f"Classifier posterior: `{critic.classifier}`, Latent NLL in `{critic.mode}` mode; held-out "
                     f"accuracy {json.loads((critic_stage.path / 'accuracy.json').read_text())['test_accuracy']:.4f} "
                     "on the test split's sections.", "",
                     "Unparseable generations (counted, not scored): "
                     + "; ".join(f"`{n}`: {dict(c) or 'none'}" for n, c in unparsed.items()), "",
-                    "## W/ Title against W/O Title", "", titles_line(titles), "",
+                    openings_line(openings), "", "## W/ Title against W/O Title", "", titles_line(titles), "",
                     f"## Top section-transition errors (paper table 12: P_c(z_m | z_{{m-1}}) < "
                     f"{settings['error_threshold']})", ""]
         for name, set_paths in paths.items():
@@ -217,7 +220,7 @@ def _report(run: Pipeline, stage: Stage, corpus: str, filtered: Stage, critic_st
 
         run.write_report(stage.path, result, sections=["\n".join(sections)], figures=figures,
                          record={"corpus": corpus, "unparsed_generations": {n: dict(c) for n, c in unparsed.items()},
-                                 TITLES_KEY: titles})
+                                 TITLES_KEY: titles, "openings": openings})
 
 
 def _study(run: Pipeline, corpus: str) -> CriticismResult:

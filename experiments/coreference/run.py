@@ -45,9 +45,9 @@ from critic.results import CriticismResult
 from critic.stages import Stage
 from critic.study import Pipeline, critic_table, load_results, register_study, study_schema
 from critics.coref.critic import CorefChainCritic
-from experiments.lm_stages import (LM_CHECK, LM_TABLE, SAMPLE_TABLE, SECOND_LM_TABLE, LmStages, read_splits,
-                                   second_lm, word_ppl)
-from experiments.tables import comparison_line, set_comparison
+from experiments.lm_stages import (LM_CHECK, LM_TABLE, SAMPLE_TABLE, SECOND_LM_TABLE, LmStages, add_openings,
+                                   read_splits, second_lm, word_ppl)
+from experiments.tables import comparison_line, openings_line, set_comparison
 
 from .tables import diagnostic_tables, originals_latent_ppl, table7
 
@@ -119,13 +119,14 @@ def _fit(run: Pipeline, stage: Stage, resolved_train: Stage, smoothing: str) -> 
 
 
 def _report(run: Pipeline, stage: Stage, critic_stage: Stage, test: list[Document],
-            candidates: dict[str, list[Document]], lm_word_ppl: dict[str, float], *, diagnostics: bool) -> None:
+            candidates: dict[str, list[Document]], lm: LmStages, *, diagnostics: bool) -> None:
     from critics.coref.diagnostics import render_html, render_markdown
 
     settings = run.config["criticism"]
     with run.computing(stage):
         critic = Critic.load(critic_stage.path / "critic")
         result = run.criticize(critic, test, candidates, reference_name="data")
+        lm_word_ppl = {n: word_ppl(p) for n, p in lm.ppls.items()}
         corruptions = [c for c in candidates if c not in lm_word_ppl]
         result.add_statistic("word_ppl", {"data": None, **lm_word_ppl, **{c: None for c in corruptions}},
                              reasons={"data": "real text: no model to score",
@@ -134,7 +135,11 @@ def _report(run: Pipeline, stage: Stage, critic_stage: Stage, test: list[Documen
                              reasons={n: "not a corruption" for n in ("data", *lm_word_ppl)})
         lms = list(lm_word_ppl)
         between = ({LMS_KEY: set_comparison(result, lms[0], lms[1], settings, run.seed)} if len(lms) == 2 else {})
-        sections = [comparison_line(f"{lms[1]} minus {lms[0]}", between[LMS_KEY]), ""] if between else []
+        openings = lm.openings()
+        add_openings(result, openings)
+        sections = [openings_line(openings), ""]
+        if between:
+            sections += [comparison_line(f"{lms[1]} minus {lms[0]}", between[LMS_KEY]), ""]
         files: dict[str, str] = {}
         if diagnostics:
             chains = {s.name: [tuple(d.extras["chain"].split()) for d in s.documents] for s in result.sets}
@@ -160,7 +165,7 @@ def _report(run: Pipeline, stage: Stage, critic_stage: Stage, test: list[Documen
             return out
 
         run.write_report(stage.path, result, sections=["\n".join(sections)], figures=figures,
-                         record={"critic": critic_stage.name, **between})
+                         record={"critic": critic_stage.name, "openings": openings, **between})
 
 
 @register_study("coreference", SCHEMA, "paper sec. 5: coreference chains of LM samples and corruptions, table 7")
@@ -222,8 +227,7 @@ def main(run: Pipeline) -> dict[str, CriticismResult]:
         run.log(f"corruption {name}: {dict(counts)}")
     for smoothing, stage in reports.items():
         if run.needs(stage):
-            _report(run, stage, critics[smoothing], test, candidates, {n: word_ppl(p) for n, p in lm.ppls.items()},
-                    diagnostics=smoothing == "kenlm")
+            _report(run, stage, critics[smoothing], test, candidates, lm, diagnostics=smoothing == "kenlm")
     results = {smoothing: load_results(stage.path) for smoothing, stage in reports.items()}
     table = table7(results, {s: json.loads((stage.path / "results.json").read_text())["run"].get(LMS_KEY)
                              for s, stage in reports.items()})

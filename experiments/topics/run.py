@@ -50,7 +50,8 @@ from critic.results import CriticismResult
 from critic.stages import Stage
 from critic.study import Pipeline, critic_table, load_results, read_json, register_study, study_schema
 from critics.topics.ctm_critic import CorrelatedTopicCritic
-from experiments.lm_stages import LM_CHECK, LM_TABLE, SAMPLE_TABLE, LmStages, read_splits, word_ppl
+from experiments.lm_stages import LM_CHECK, LM_TABLE, SAMPLE_TABLE, LmStages, add_openings, read_splits, word_ppl
+from experiments.tables import openings_line
 
 from .tables import outlier_tables, table9
 
@@ -174,6 +175,7 @@ def _report(run: Pipeline, stage: Stage, critic_stage: Stage, sets: dict[str, li
         start = time.perf_counter()
         result = run.criticize(critic, sets["data"], {k: v for k, v in sets.items() if k != "data"},
                                reference_name="data")
+        add_openings(result, extra["openings"])
         seconds = {"criticize": time.perf_counter() - start}
         sections: list[str] = []
         arrays: dict[str, np.ndarray] = {}
@@ -280,6 +282,7 @@ def main(run: Pipeline) -> dict[str, CriticismResult]:
             "manpages": read_jsonl(baseline.path / "test.jsonl")[:base_cfg.get("max_documents")]}
     fit = read_json(critic.path / "fit.json")
     extra = {"unparsed_generations": dict(unparsed), "sampled": config["sample"]["n"], "lm_word_ppl": word_ppl(ppl),
+             "openings": lm.openings(),
              "baseline_excluded": baseline_build.get("counts", {}).get("excluded"), "critic_fit": fit,
              "set_sizes": {k: len(v) for k, v in sets.items()}}
     for scoring, stage in reports.items():
@@ -296,6 +299,7 @@ def main(run: Pipeline) -> dict[str, CriticismResult]:
              f"{_steps(fit)}, {fit['fit_seconds']:.0f} s"
              + ("" if fit["validation_elbo_per_token"] is None
                 else f"; held-out ELBO per token {fit['validation_elbo_per_token']:.3f}"),
+             "- " + openings_line(extra["openings"]),
              "- Latent NLL = mean T(x) per document (nats); `exact`: H(q, P_c); `mean_only`: −log P_c(m) "
              "(the authors' scoring, same fitted critic)"]
     if seeds is not None:

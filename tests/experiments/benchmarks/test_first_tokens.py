@@ -7,17 +7,7 @@ import re
 import pytest
 import torch
 
-from experiments.benchmarks.first_tokens import begins_as_document, main
-
-
-def test_begins_as_document():
-    assert begins_as_document("Ada Lovelace was", None) and begins_as_document("1984 is", None)
-    assert begins_as_document("\u00c9mile Zola", None) and begins_as_document('"Weird Al" Yankovic', None)
-    assert not begins_as_document(" The", None) and not begins_as_document("- and", None)
-    assert not begins_as_document("", None) and not begins_as_document("<|endoftext|>", None)
-    titles = frozenset({"abstract"})
-    assert begins_as_document("abstract\nAda", titles)
-    assert not begins_as_document("abstract", titles) and not begins_as_document("Ada\nabstract", titles)
+from experiments.benchmarks.first_tokens import main
 
 
 def test_tiny_model_aligned_windows_begin_as_documents_more_often(wiki_wheel, capsys):

@@ -89,6 +89,29 @@ def test_w_title_against_wo_title_recomputed_from_the_documents(first):
     assert f"p = {'—' if p_value is None else format(p_value, '.4f')}" in table
 
 
+def test_opening_ratios_counted_by_hand(first):
+    """W/ Title: a generation opens as a document when its first line is a training document's first title;
+    W/O Title, when it opens as the training documents' texts open (upper case, digit or quote)."""
+    _, out = first
+    results = json.loads((out / "manpages" / "report" / "results.json").read_text())
+    train = read_jsonl(out / "manpages" / "filtered" / "train.jsonl")
+    titles = {d.sections[0].title for d in train}
+    opens = {"lm_w_title": lambda t: "\n" in t and t.split("\n", 1)[0] in titles,
+             "lm_wo_title": lambda t: t[:1].isupper() or t[:1].isdigit() or t[:1] in "\"'“‘«„"}
+    for name, begins in opens.items():
+        texts = [json.loads(line)["text"] for line in
+                 (out / "manpages" / f"samples_{name[3:]}" / "generations.jsonl").read_text().splitlines()]
+        data = 1.0 if name == "lm_w_title" else np.mean([begins(d.sections[0].text) for d in train])
+        if data == 0:                     # the toy man pages all open in lower case ('ls - list ...')
+            assert results["candidates"][name]["opening_ratio"] is None
+            assert "no training document begins" in results["null_reasons"][f"candidates.{name}.opening_ratio"]
+        else:
+            expected = np.mean([begins(t) for t in texts]) / data
+            assert results["candidates"][name]["opening_ratio"] == pytest.approx(expected, rel=1e-12), name
+        assert results["run"]["openings"][name]["samples"] == [sum(map(begins, texts)), len(texts)]
+    assert results["reference"]["opening_ratio"] is None and "reference.opening_ratio" in results["null_reasons"]
+
+
 def test_data_latent_ppl_and_pdd_recomputed_from_the_saved_critic(first):
     """The data row: MAP labels of the test split under the saved classifier, scored by hand with the
     bigram prior's P(z_m | z_m-1); PDD of validation against test labels by the seed-002 definition."""
