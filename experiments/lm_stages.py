@@ -70,6 +70,8 @@ SAMPLE_TABLE = {
     "n": Key(int, 100, min=1, help="generations per LM"),
     "batch_size": Key(int, 32, min=1, help="generations sampled together"),
     "max_new_tokens": Key(int, 2048, min=1, help="a generation without end-of-document by then fails"),
+    "mask_special_tokens": Key(bool, False, help="the tokenizer's special tokens other than the format's two get "
+                                                 "probability 0 (a pretrained model's own: docs/lm.md)"),
 }
 
 
@@ -233,7 +235,8 @@ class LmStages:
         run, settings = self.run, self.run.config["sample"]
         with run.computing(stage):  # generations already written under the same key are kept: sampling resumes
             report = sample(lm_stage.path / "best", stage.path, n=settings["n"], batch_size=settings["batch_size"],
-                            max_new_tokens=settings["max_new_tokens"], seed=run.seed, device=run.device)
+                            max_new_tokens=settings["max_new_tokens"], seed=run.seed, device=run.device,
+                            mask_special_tokens=settings["mask_special_tokens"])
         run.log(f"{stage.name}: {json.dumps(report.counts())}")
 
     def _ppl(self, stage: Stage, lm_stage: Stage) -> None:

@@ -84,7 +84,7 @@ def cmd_sample(args) -> int:
 
     report = sample(args.model, args.out, n=args.n, batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
                     seed=args.seed, device=args.device, temperature=args.temperature, top_k=args.top_k,
-                    top_p=args.top_p, progress=not args.quiet)
+                    top_p=args.top_p, mask_special_tokens=args.mask_special_tokens, progress=not args.quiet)
     print(json.dumps(report.counts()))
     print(f"wrote {args.out / 'documents.jsonl'} ({report.parsed} of {report.requested} generations parsed)")
     return 0
@@ -162,6 +162,9 @@ def add_parser(lm: argparse.ArgumentParser) -> None:
     p.add_argument("--top-k", type=positive_int, default=None, help="sample among the k likeliest tokens only")
     p.add_argument("--top-p", type=_positive_float, default=None,
                    help="sample within the smallest set of tokens of probability at least p (nucleus), in (0, 1]")
+    p.add_argument("--mask-special-tokens", action="store_true",
+                   help="give the tokenizer's special tokens other than the format's two probability 0 (a "
+                        "pretrained model's own, e.g. SmolLM2's <repo_name>, that no training document holds)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     common_options(p)
     p.set_defaults(func=cmd_sample)

@@ -34,7 +34,7 @@ import math
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -49,7 +49,7 @@ from .model import check_model_dir, load_model_dir, model_fingerprint, quiet_tra
 from .runs import SETTINGS_FILE, claim_out_dir, derived_seed, read_json_object
 from .sampler import Warp, generate_batch
 
-__all__ = ["sample", "read_generations", "SampleReport", "parse_generation", "doc_id"]
+__all__ = ["sample", "read_generations", "SampleReport", "parse_generation", "doc_id", "unused_special_ids"]
 
 LOG_FILE = "generations.jsonl"
 DOCUMENTS_FILE = "documents.jsonl"
@@ -115,10 +115,13 @@ def _check(n: int, batch_size: int, max_new_tokens: int, seed: int) -> None:
 
 def sample(model_dir: str | Path, out_dir: str | Path, *, n: int, batch_size: int = 32, max_new_tokens: int = 1024,
            seed: int = 0, device: str = "cpu", temperature: float | None = None, top_k: int | None = None,
-           top_p: float | None = None, progress: bool = True,
+           top_p: float | None = None, mask_special_tokens: bool = False, progress: bool = True,
            on_write: Callable[[int], None] | None = None) -> SampleReport:
     """Draw ``n`` generations from the model folder ``model_dir`` into ``out_dir`` (module docstring).
 
+    ``mask_special_tokens``: the tokenizer's special tokens other than the format's section marker and end of
+    document get probability 0 (:func:`unused_special_ids`): a pretrained model fine-tuned for a few steps still
+    writes its own (SmolLM2's ``<repo_name>``, ``<jupyter_output>`` ...) where no training document has one.
     ``on_write(index)`` runs after each generation is appended to the log (tests interrupt there).
     """
     from ..critic import resolve_device
@@ -137,7 +140,7 @@ def sample(model_dir: str | Path, out_dir: str | Path, *, n: int, batch_size: in
     settings = {"what": "critic lm sample", "model_sha256": model_fingerprint(model_dir),
                 "format": fmt.to_dict(), "n": n, "batch_size": batch_size, "max_new_tokens": max_new_tokens,
                 "seed": seed, "device": str(dev), "temperature": temperature, "top_k": top_k, "top_p": top_p,
-                "context": training.get("context")}
+                "mask_special_tokens": mask_special_tokens, "context": training.get("context")}
     claim_out_dir(out_dir, settings, what="sampling")
     if (out_dir / REPORT_FILE).is_file():
         return _report_from_file(out_dir)
@@ -153,7 +156,7 @@ def sample(model_dir: str | Path, out_dir: str | Path, *, n: int, batch_size: in
     if todo:
         _sample_batches(model_dir, out_dir, todo, log, report, fmt=fmt, n=n, batch_size=batch_size,
                         max_new_tokens=max_new_tokens, seed=seed, device=dev, warp=warp, progress=progress,
-                        on_write=on_write)
+                        on_write=on_write, mask_special_tokens=mask_special_tokens)
     if report.resume_mismatches:
         print(f"critic: {out_dir}: {report.resume_mismatches} regenerated generation(s) differ from the ones "
               "written before (another device or library version?); the written ones are kept", file=sys.stderr)
@@ -162,10 +165,12 @@ def sample(model_dir: str | Path, out_dir: str | Path, *, n: int, batch_size: in
 
 def _sample_batches(model_dir: Path, out_dir: Path, todo: list[int], log: dict[int, Generation], report: SampleReport,
                     *, fmt: DocumentFormat, n: int, batch_size: int, max_new_tokens: int, seed: int,
-                    device: torch.device, warp: Warp, progress: bool, on_write) -> None:
+                    device: torch.device, warp: Warp, progress: bool, on_write, mask_special_tokens: bool) -> None:
     """Generate the batches ``todo``, appending the generations missing from ``log`` (updated in place)."""
     lm = load_model_dir(model_dir, device=str(device))
     end_id = lm.token_id(fmt.end_of_document)
+    if mask_special_tokens:
+        warp = replace(warp, masked=unused_special_ids(lm.tokenizer, fmt))
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -223,6 +228,16 @@ def _finish(out_dir: Path, fmt: DocumentFormat, log: dict[int, Generation], repo
     payload = {"settings": settings, "counts": report.counts()}
     atomic_write_text(out_dir / REPORT_FILE, json.dumps(payload, indent=1, allow_nan=False) + "\n")
     return report
+
+
+def unused_special_ids(tokenizer, fmt: DocumentFormat) -> tuple[int, ...]:
+    """The ids of ``tokenizer``'s special tokens other than ``fmt``'s section marker and end of document: the
+    tokens a document rendered in ``fmt`` does not use (a text that spells one is tokenized as one only by a
+    tokenizer that matches special tokens in text; the rendered documents of the studies hold none)."""
+    keep = {fmt.section_marker, fmt.end_of_document}
+    special = set(tokenizer.all_special_tokens) | {t.content for t in tokenizer.added_tokens_decoder.values()
+                                                   if t.special}
+    return tuple(sorted(tokenizer.convert_tokens_to_ids(t) for t in special - keep))
 
 
 def _report_from_file(out_dir: Path) -> SampleReport:

@@ -37,11 +37,16 @@ __all__ = ["Warp", "generate_batch", "draw"]
 
 @dataclass(frozen=True)
 class Warp:
-    """Optional changes to the next-token distribution (all ``None``: plain ancestral sampling)."""
+    """Optional changes to the next-token distribution (all ``None``, nothing masked: plain ancestral sampling).
+
+    ``masked``: token ids given probability 0 before the rest (the others renormalised), e.g. a pretrained
+    model's special tokens that no training document holds (:func:`critic.lm.sample.unused_special_ids`).
+    """
 
     temperature: float | None = None
     top_k: int | None = None
     top_p: float | None = None
+    masked: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.temperature is not None and not self.temperature > 0:
@@ -53,10 +58,12 @@ class Warp:
 
     @property
     def plain(self) -> bool:
-        return self.temperature is None and self.top_k is None and self.top_p is None
+        return self.temperature is None and self.top_k is None and self.top_p is None and not self.masked
 
     def __call__(self, logits: torch.Tensor) -> torch.Tensor:
         """``(B, V)`` logits -> warped ``(B, V)`` logits (masked entries ``-inf``)."""
+        if self.masked:
+            logits = logits.index_fill(-1, torch.tensor(self.masked, device=logits.device), float("-inf"))
         if self.temperature is not None:
             logits = logits / self.temperature
         if self.top_k is not None and self.top_k < logits.shape[-1]:

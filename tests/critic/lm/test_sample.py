@@ -105,6 +105,39 @@ def test_draw_follows_the_distribution_and_never_draws_zero_probability():
     assert torch.equal(a, draw(logits[:5], torch.Generator().manual_seed(7), Warp()))
 
 
+def test_masked_tokens_are_never_drawn_and_the_rest_renormalised():
+    probs = torch.tensor([0.1, 0.4, 0.2, 0.3])
+    warp = Warp(masked=(1, 3))
+    assert not warp.plain and Warp().plain
+    warped = torch.softmax(warp(probs.log()[None]), -1)[0]
+    assert torch.allclose(warped, torch.tensor([1 / 3, 0.0, 2 / 3, 0.0]))    # p_v / (1 - p_masked)
+    tokens = draw(probs.log().repeat(20000, 1), torch.Generator().manual_seed(3), warp)
+    freq = torch.bincount(tokens, minlength=4).double() / tokens.numel()
+    assert freq[1] == freq[3] == 0 and abs(freq[0] - 1 / 3) < 0.015
+
+
+def test_sampling_masks_the_special_tokens_the_format_does_not_use(boosted, tmp_path):
+    from critic.lm.sample import unused_special_ids
+
+    model, tok, end = boosted
+    foreign = tok.convert_tokens_to_ids(FMT.section_marker)   # FMT's marker: special, but used by the format
+    assert unused_special_ids(tok, FMT) == ()                  # the fixture's tokenizer has only the format's two
+    other = DocumentFormat(True, section_marker="<|part|>")    # a format that leaves <|section|> unused
+    prepare_for_format(model, tok, other)
+    assert unused_special_ids(tok, other) == (foreign,)
+    _boost(model, {end: 2.0, foreign: 4.0})                    # the unused token is the likeliest
+    path = save_model_dir(model, tok, other, tmp_path / "model", training={"context": WINDOW})
+    texts = {}
+    for mask in (False, True):
+        sample(path, tmp_path / f"mask{mask}", n=8, batch_size=8, max_new_tokens=12, seed=0, progress=False,
+               mask_special_tokens=mask)
+        texts[mask] = [g.text for g in _log(tmp_path / f"mask{mask}").values()]
+        settings = json.loads((tmp_path / f"mask{mask}" / "settings.json").read_text())
+        assert settings["mask_special_tokens"] is mask
+    assert sum(t.count(FMT.section_marker) for t in texts[False]) >= 4    # drawn often unmasked
+    assert not any(FMT.section_marker in t for t in texts[True])
+
+
 def test_draw_at_the_top_of_the_cdf_takes_the_last_possible_token(monkeypatch):
     import critic.lm.sampler as sampler
 
