@@ -27,7 +27,7 @@ def write_config(toy_preset, path: Path, manroot: Path, *, n: int = 16) -> Path:
         "context = 1024": "context = 96", "batch_size = 8": "batch_size = 4", "bf16 = true": "bf16 = false",
         "learning_rate = 1e-4": "learning_rate = 3e-3", "epochs = 20": "epochs = 1",
         "max_tokens = 320_000": "max_tokens = 3000",
-        "n = 170": f"n = {n}", "batch_size = 17": "batch_size = 4", "max_new_tokens = 1023": "max_new_tokens = 120",
+        "n = 200": f"n = {n}", "batch_size = 20": "batch_size = 4", "max_new_tokens = 1023": "max_new_tokens = 120",
         "n_bootstrap = 1000": "n_bootstrap = 50", "n_permutations = 2000": "n_permutations = 50",
     }
     return toy_preset("coherence", path, replace)
