@@ -146,3 +146,19 @@ def test_rerun_reuses_every_stage(first, run_experiment):
     config, out = first
     _, status = run_experiment(config, out, "[coreference]", STAGES)
     assert status == {s: "reused" for s in STAGES}
+
+
+@pytest.mark.parametrize("table, message", [
+    ('[second_lm]\nmax_tokens = 10', "[second_lm] max_tokens: give the second LM a name"),
+    ('[second_lm]\nname = "lm"', "[second_lm] name must be lm_<word> and not 'lm'"),
+    ('[second_lm]\nname = "short"', "[second_lm] name must be lm_<word>"),
+])
+def test_a_bad_second_lm_is_refused_before_any_stage(toy_preset, tmp_path, capsys, table, message):
+    from critic.cli import main
+
+    config = toy_preset("coreference", tmp_path / "job.toml",
+                        {"[second_lm]                  # table 7's second LM: [lm] with these keys changed\n"
+                         'name = "lm_short"\nmax_tokens = 40_000': table})
+    assert main(["run", str(config), "--out", str(tmp_path / "a")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "a" / "data").exists()
