@@ -36,7 +36,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 __all__ = ["Key", "Schema", "ConfigError", "REQUIRED", "load_config", "read_toml", "check_config",
            "check_value", "check_call", "check_params", "describe_settings", "keys_from_dataclass", "suggest",
-           "line_of", "Range", "Divides"]
+           "line_of", "Range", "Divides", "Pattern"]
 
 
 class ConfigError(ValueError):
@@ -99,13 +99,32 @@ class Divides:
 
 
 @dataclass(frozen=True)
+class Pattern:
+    """A check: ``[table] key``, when given, must be a regular expression Python's :mod:`re` compiles."""
+
+    table: str
+    key: str
+
+    def problem(self, config: Mapping[str, Any]) -> tuple[str, str, str] | None:
+        """``(table, key, message)`` when the value does not compile, else ``None``."""
+        value = (config.get(self.table) or {}).get(self.key)
+        if not isinstance(value, str):
+            return None
+        try:
+            re.compile(value)
+        except re.error as exc:
+            return self.table, self.key, f"[{self.table}] {self.key} = {value!r} is not a regular expression: {exc}"
+        return None
+
+
+@dataclass(frozen=True)
 class Schema:
     """Top-level ``keys`` and ``tables`` (table name -> key name -> :class:`Key`) of a config, and ``checks``
-    of combinations of keys (:class:`Divides`) run once every key is known."""
+    of keys (:class:`Divides`, :class:`Pattern`) run once every key is known."""
 
     keys: Mapping[str, Key] = field(default_factory=dict)
     tables: Mapping[str, Mapping[str, Key]] = field(default_factory=dict)
-    checks: Sequence[Divides] = ()
+    checks: Sequence[Divides | Pattern] = ()
 
 
 def suggest(name: str, known: Sequence[str]) -> str:

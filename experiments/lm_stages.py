@@ -177,9 +177,10 @@ class LmStages:
             if run.needs(self.ppls[name]):
                 self._ppl(self.ppls[name], self.lms[name])
 
-    def openings(self) -> dict[str, dict]:
+    def openings(self, opening: str | None = None) -> dict[str, dict]:
         """Per LM, :func:`critic.lm.openings.opening_shares`: how many of its generations (parsed or not) begin as
-        the training documents, rendered in its format, begin, and the ratio of the two shares."""
+        the training documents, rendered in its format, begin, and the ratio of the two shares (W/O Title: a
+        start matching the corpus's ``opening`` pattern, without one the prose rule)."""
         from critic.lm.generations import read_log
         from critic.lm.openings import opening_shares
         from critic.lm.sample import LOG_FILE
@@ -189,7 +190,7 @@ class LmStages:
         for name, stage in self.samples.items():
             log, _ = read_log(stage.path / LOG_FILE, n=self.run.config["sample"]["n"], repair=False)
             out[name] = opening_shares(_format(self.settings[name], self.formats[name]), train,
-                                       [log[i].text for i in sorted(log)])
+                                       [log[i].text for i in sorted(log)], opening)
         return out
 
     def _tokenizer(self) -> None:

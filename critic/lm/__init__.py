@@ -6,6 +6,7 @@
 * :mod:`.finetune` (+ :mod:`.checkpoint`): resumable fine-tuning keeping the best-validation model;
 * :mod:`.sampler` / :mod:`.sample` (+ :mod:`.generations`): batched, seeded, resumable sampling;
 * :mod:`.ppl`: word-level perplexity;
+* :mod:`.openings`: the share of samples that begin as the training documents begin;
 * :mod:`.finite`, :mod:`.folder`, :mod:`.budget`: non-finite numbers, damaged model folders and runs
   that cannot fit in memory are errors naming what, where and why (never a NaN, a traceback or an OOM kill);
 * :mod:`.offline`: the SmolLM2 GGUF (and other model files) that install offline as Python packages;

@@ -31,10 +31,11 @@ import json
 import time
 from pathlib import Path
 
-from critic.config import Key
+from critic.config import Key, Pattern
 from critic.critic import Critic
 from critic.document import write_jsonl
 from critic.io import atomic_write_text
+from critic.lm.openings import MAN_NAME_LINE
 from critic.registry import get_corpus
 from critic.results import CriticismResult
 from critic.stages import Stage
@@ -56,7 +57,7 @@ FILTER_KEYS = ("min_sections", "min_section_tokens", "max_section_tokens", "min_
 
 
 def _corpus_table(root: str, min_sections: int, min_section_tokens: int, max_section_tokens: int,
-                  min_title_count: int) -> dict[str, Key]:
+                  min_title_count: int, opening: str | None = None) -> dict[str, Key]:
     return {
         "root": Key(str, root, help="where the corpus's source files are"),
         "min_sections": Key(int, min_sections, min=1, help="app. E: sections a document keeps"),
@@ -68,11 +69,14 @@ def _corpus_table(root: str, min_sections: int, min_section_tokens: int, max_sec
         "max_train_documents": Key(int, min=1, help="keep the first N training documents (absent: all)"),
         "valid_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of documents in the validation split"),
         "test_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of documents in the test split"),
+        "opening": Key(str, *([opening] if opening else []),
+                       help="W/O Title: a regular expression the start of a text matches when it begins as a "
+                            "document (absent: a capital, a digit or a quote; critic.lm.openings)"),
     }
 
 
 SCHEMA = study_schema({
-    "manpages": _corpus_table("/usr/share/man", 3, 1, 2000, 5),
+    "manpages": _corpus_table("/usr/share/man", 3, 1, 2000, 5, opening=MAN_NAME_LINE),
     "linux-doc": _corpus_table("/usr/share/doc/linux-doc-6.1/Documentation", 3, 30, 2000, 10),
     "lm": LM_TABLE,
     "sample": SAMPLE_TABLE,
@@ -91,7 +95,7 @@ SCHEMA = study_schema({
     "error_threshold": Key(float, 0.01, gt=0, help="table 12: a transition with P_c below is an error"),
     "graph_threshold": Key(float, 0.05, gt=0, help="fig. 4: red edges have P_c below this"),
 }, keys={"corpora": Key(list[str], list(CORPORA), choices=CORPORA, help="corpora studied, each in OUT/<name>/")},
-   checks=(LM_CHECK,))
+   checks=(LM_CHECK, *(Pattern(corpus, "opening") for corpus in CORPORA)))
 
 
 def _build(run: Pipeline, stage: Stage, corpus: str, settings: dict) -> None:
@@ -185,7 +189,7 @@ def _report(run: Pipeline, stage: Stage, corpus: str, filtered: Stage, critic_st
             result.add_statistic("mauve", mauve, reasons=reasons)
 
         titles = set_comparison(result, "lm_wo_title", "lm_w_title", settings, run.seed)
-        openings = lm.openings()
+        openings = lm.openings(run.config[corpus].get("opening"))
         add_openings(result, openings)
         sections = [f"Classifier posterior: `{critic.classifier}`, Latent NLL in `{critic.mode}` mode; held-out "
                     f"accuracy {json.loads((critic_stage.path / 'accuracy.json').read_text())['test_accuracy']:.4f} "
@@ -231,8 +235,8 @@ def _study(run: Pipeline, corpus: str) -> CriticismResult:
                          upstream=[data])
     critic_stage = run.stage("critic", run.config["critic"], upstream=[filtered])
     lm = LmStages(run, filtered, FORMATS)
-    report = run.stage("report", run.criticism_key(), upstream=[critic_stage, *lm.samples.values(),
-                                                                *lm.ppls.values()])
+    report = run.stage("report", run.criticism_key({"opening": settings.get("opening")}),
+                       upstream=[critic_stage, *lm.samples.values(), *lm.ppls.values()])
     if run.needs(data):
         _build(run, data, corpus, settings)
     if run.needs(filtered):

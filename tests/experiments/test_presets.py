@@ -81,3 +81,18 @@ def test_a_coreference_prior_without_context_is_refused_with_the_config(tmp_path
     data["critic"] = {**data.get("critic", {}), "order": 1}
     with pytest.raises(ConfigError, match=r"order must be >= 2"):
         check_config(data, registry.get_runner(data["runner"]).schema, where=str(path), allowed=("runner",))
+
+
+def test_an_opening_that_is_not_a_regular_expression_is_refused_with_the_config(tmp_path):
+    """The coherence study's W/O Title opening pattern is compiled when the config is read, not at the report."""
+    from critic.config import ConfigError
+
+    path = next(p for p in PRESETS if p.parent.name == "coherence" and p.name == "cpu.toml")
+    text = path.read_text().replace("[manpages]\n", "[manpages]\nopening = \"(ls\"\n", 1)
+    bad = tmp_path / "cpu.toml"
+    bad.write_text(text)
+    data, text = read_toml(bad)
+    line = text.splitlines().index('opening = "(ls"') + 1
+    with pytest.raises(ConfigError, match=rf"cpu\.toml:{line}: \[manpages\] opening = '\(ls' is not a regular "
+                                          r"expression: missing \), unterminated subpattern"):
+        check_config(data, registry.get_runner(data["runner"]).schema, where=str(bad), text=text, allowed=("runner",))
