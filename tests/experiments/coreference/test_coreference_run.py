@@ -36,7 +36,7 @@ def write_config(toy_preset, path: Path) -> Path:
         "film = false": "film = false\nmax_train_documents = 60\nmax_test_documents = 25", "threads = 2": "threads = 1",
         'model = "smollm2"': 'model = "tiny"\nvocab_size = 400\nlayers = 1\nheads = 2\ndim = 32',
         "context = 512": "context = 128", "batch_size = 8": "batch_size = 4", "bf16 = true": "bf16 = false",
-        "learning_rate = 1e-4": "learning_rate = 3e-3", "epochs = 20": "epochs = 1",
+        "learning_rate = 5e-4": "learning_rate = 3e-3", "epochs = 20": "epochs = 1",
         "max_tokens = 160_000": "max_tokens = 3000", "max_tokens = 40_000": "max_tokens = 1500",
         "n = 340": f"n = {N_SAMPLES}", "batch_size = 32": "batch_size = 6", "max_new_tokens = 511": "max_new_tokens = 120",
         "n_bootstrap = 1000": "n_bootstrap = 50", "n_permutations = 2000": "n_permutations = 50",
