@@ -36,6 +36,8 @@ LM_TABLE = {
     "epochs": Key(int, 20, min=1, help="passes over the training windows (app. E: 20)"),
     "max_tokens": Key(int, min=1, help="token budget: stop after this many training tokens"),
     "bf16": Key(bool, False, help="bf16 autocast in training"),
+    "eval_every": Key(int, min=1, help="steps between validations, each also a checkpoint a killed run resumes from "
+                                       "(absent: once per epoch and at the end)"),
     "aligned_windows": Key(bool, True, help="each training window starts at a document start, after the end token "
                                             "(docs/lm.md); false: windows cut from one stream of all documents"),
     "end_of_document": Key(str, DocumentFormat(with_titles=False).end_of_document,
@@ -50,7 +52,7 @@ LM_TABLE = {
 }
 
 TRAINING_KEYS = ("model", "layers", "heads", "dim", "context", "batch_size", "learning_rate", "epochs", "max_tokens",
-                 "bf16", "aligned_windows")
+                 "bf16", "eval_every", "aligned_windows")
 """The ``[lm]`` keys a second LM may change (:data:`SECOND_LM_TABLE`): what it is and how it is trained, not the
 tokens of the format or where models are shared."""
 
@@ -224,8 +226,8 @@ class LmStages:
                 source = lm["model"]
             config = FinetuneConfig(batch_size=lm["batch_size"], learning_rate=lm["learning_rate"],
                                     epochs=lm["epochs"], max_tokens=lm.get("max_tokens"), context=lm["context"],
-                                    seed=run.seed, device=run.device, bf16=lm["bf16"],
-                                    aligned=lm["aligned_windows"])
+                                    eval_every=lm.get("eval_every"), seed=run.seed, device=run.device,
+                                    bf16=lm["bf16"], aligned=lm["aligned_windows"])
             result = finetune(source, None, splits["train"], splits["valid"], fmt, stage.path, config)
         run.log(f"{stage.name}: best validation loss {result.best_valid_loss:.4f} after {result.steps} steps, "
                 f"{result.tokens_seen} tokens")

@@ -4,6 +4,7 @@ change of a setting trains a new one beside it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,13 @@ def test_a_shared_dir_that_is_a_file_is_refused_before_any_stage_runs(tmp_path, 
     with pytest.raises(ValueError, match=r"\[lm\] shared_dir: .*models exists and is not a folder"):
         study(tmp_path / "a", fixture_manpage_root, taken)
     assert not (tmp_path / "a").exists()
+
+
+def test_eval_every_validates_and_checkpoints_the_study_lm_every_k_steps(tmp_path, fixture_manpage_root):
+    _, stages = study(tmp_path / "a", fixture_manpage_root, tmp_path / "models", eval_every=2)
+    training = json.loads((stages.lms["lm"].path / "best" / "training.json").read_text())
+    planned = training["planned_steps"]
+    assert planned >= 3 and training["settings"]["config"]["eval_every"] == 2
+    result = json.loads((stages.lms["lm"].path / "result.json").read_text())
+    expected = sorted(set(range(2, planned + 1, 2)) | {planned})   # every 2nd step, and the last
+    assert [int(step) for step, _, _ in result["history"]] == expected
