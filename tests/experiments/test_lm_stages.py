@@ -57,7 +57,7 @@ def test_a_shared_dir_that_is_a_file_is_refused_before_any_stage_runs(tmp_path, 
     assert not (tmp_path / "a").exists()
 
 
-def test_eval_every_validates_and_checkpoints_the_study_lm_every_k_steps(tmp_path, fixture_manpage_root):
+def test_eval_every_validates_the_study_lm_every_k_steps_and_at_the_end(tmp_path, fixture_manpage_root):
     _, stages = study(tmp_path / "a", fixture_manpage_root, tmp_path / "models", eval_every=2)
     training = json.loads((stages.lms["lm"].path / "best" / "training.json").read_text())
     planned = training["planned_steps"]
