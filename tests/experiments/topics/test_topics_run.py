@@ -34,7 +34,7 @@ def write_config(toy_preset, path: Path) -> Path:
         'model = "smollm2"': 'model = "tiny"\nvocab_size = 400\nlayers = 1\nheads = 2\ndim = 32',
         "context = 512": "context = 128", "batch_size = 8": "batch_size = 4", "bf16 = true": "bf16 = false",
         "learning_rate = 5e-4": "learning_rate = 3e-3", "epochs = 20": "epochs = 1",
-        "max_tokens = 160_000": "max_tokens = 8000",
+        "max_tokens = 1_000_000": "max_tokens = 8000", "eval_every = 45": "eval_every = 5",
         "n = 300": f"n = {N_SAMPLES}", "batch_size = 32": "batch_size = 10",
         "em_iterations = 200": "em_iterations = 15", "min_count = 1 ": "min_count = 2 ",
         "infer_steps = 300": "infer_steps = 30", "num_topics = 100 ": "num_topics = 4 ",
