@@ -43,6 +43,9 @@ LM_TABLE = {
     "end_of_document": Key(str, DocumentFormat(with_titles=False).end_of_document,
                            help="the token that ends a document: by default a new special token; a pretrained "
                                 "model's own separator is already trained (SmolLM2, GPT-2: <|endoftext|>)"),
+    "start_of_document": Key(str, help="a token given before each document, after the end token, never predicted: "
+                                       "SmolLM2's <|im_start|> teaches fine-tuning how documents open, where "
+                                       "its state at a lone end token barely moves (docs/lm.md; absent: none)"),
     "section_marker": Key(str, DocumentFormat(with_titles=False).section_marker,
                           help="the token between sections: by default a new special token; a pretrained model "
                                "emits one of its own trained tokens sooner (SmolLM2: <file_sep>; docs/lm.md)"),
@@ -122,7 +125,7 @@ def add_openings(result, openings: dict[str, dict]) -> None:
 
 def _format(lm: dict, with_titles: bool) -> DocumentFormat:
     return DocumentFormat(with_titles=with_titles, section_marker=lm["section_marker"],
-                          end_of_document=lm["end_of_document"])
+                          end_of_document=lm["end_of_document"], start_of_document=lm.get("start_of_document"))
 
 
 class LmStages:
@@ -157,9 +160,8 @@ class LmStages:
         if base is not None and any(c["model"] != lm["model"] for c in self.settings.values()):
             raise ValueError("[second_lm] model: every LM starts from the base LM ([base_lm]), so none takes a model")
         tiny = base is None and any(c["model"] == "tiny" for c in self.settings.values())
-        self.tokenizer = (self._model_stage("tokenizer", {k: lm[k] for k in ("vocab_size", "section_marker",
-                                                                             "end_of_document")}, [data])
-                          if tiny else None)
+        vocabulary = ("vocab_size", "section_marker", "end_of_document", "start_of_document")
+        self.tokenizer = (self._model_stage("tokenizer", {k: lm.get(k) for k in vocabulary}, [data]) if tiny else None)
         self.lms = {n: self._model_stage(n, {**{k: v for k, v in self.settings[n].items() if k != "shared_dir"},
                                              "with_titles": w, "seed": run.seed},
                                          [data] + ([self.tokenizer] if tiny and self.settings[n]["model"] == "tiny"
@@ -221,7 +223,7 @@ class LmStages:
             fmt = _format(lm, with_titles=True)  # the titles' words too: one tokenizer for both formats
             train = read_jsonl(self.data.path / "train.jsonl")
             tok = train_tokenizer((fmt.render(d) for d in train), vocab_size=lm["vocab_size"],
-                                  special_tokens=[fmt.section_marker, fmt.end_of_document])
+                                  special_tokens=fmt.special_tokens)
             tok.save_pretrained(str(stage.path))
 
     def _finetune(self, stage: Stage, lm: dict, with_titles: bool) -> None:

@@ -58,7 +58,8 @@ def cmd_finetune(args) -> int:
     if args.model == "tiny" and args.tiny_dim % args.tiny_heads:
         raise ValueError(f"--tiny-heads {args.tiny_heads} does not divide --tiny-dim {args.tiny_dim}: attention "
                          "heads split the model width evenly")
-    tokens = {"section_marker": args.section_marker, "end_of_document": args.end_of_document}
+    tokens = {"section_marker": args.section_marker, "end_of_document": args.end_of_document,
+              "start_of_document": args.start_of_document}
     fmt = DocumentFormat.named(args.format, **{k: v for k, v in tokens.items() if v})
     train, valid = read_with_args(args, args.train)[0], read_with_args(args, args.valid)[0]
     config = FinetuneConfig(batch_size=args.batch_size, learning_rate=args.lr, epochs=args.epochs,
@@ -126,6 +127,9 @@ def add_parser(lm: argparse.ArgumentParser) -> None:
                    help="the token that ends a document (default <|endofdoc|>, a new, untrained token); a "
                         "pretrained model's own document separator is already trained: <|endoftext|> for "
                         "SmolLM2 and GPT-2")
+    p.add_argument("--start-of-document", default=None, metavar="TOKEN",
+                   help="a token given before each document, after the end token, and never predicted (default: "
+                        "none); with SmolLM2, <|im_start|> lets fine-tuning teach how documents open (docs/lm.md)")
     p.add_argument("--section-marker", default=None, metavar="TOKEN",
                    help="the token between sections (default <|section|>, a new, untrained token); a pretrained "
                         "model emits one of its own trained tokens sooner: <file_sep> for SmolLM2 (docs/lm.md)")

@@ -210,13 +210,14 @@ def finetune(model_source, tokenizer_source, train_docs: Sequence[Document], val
         raise ValueError(f"context {context} exceeds the model's window of {model_window(model)} tokens")
 
     end_id = tokenizer.convert_tokens_to_ids(fmt.end_of_document)
+    start_id = None if fmt.start_of_document is None else tokenizer.convert_tokens_to_ids(fmt.start_of_document)
     pad_id = tokenizer.pad_token_id
 
     def windows(docs: list[Document]) -> tuple[torch.Tensor, torch.Tensor]:
         stream = token_stream(docs, tokenizer, fmt, end_id)
         if config.aligned:
-            return aligned_windows(stream, context, pad_id, end_id)
-        return cut_windows(stream, context, pad_id)
+            return aligned_windows(stream, context, pad_id, end_id, start_id=start_id)
+        return cut_windows(stream, context, pad_id, start_id=start_id)
 
     train_x, train_y = windows(train_docs)
     valid_x, valid_y = windows(valid_docs)

@@ -12,6 +12,12 @@ sections are joined by ``"\\n" + section_marker + "\\n"`` and the document ends 
 
     NAME\\nls - list directory contents\\n<|section|>\\nSYNOPSIS\\nls [OPTION]...<|endofdoc|>
 
+Every document follows an end token (the one that ends the document before it, or the one a generation
+starts from) and, when the format has a ``start_of_document`` token, that token: given, never predicted
+(:mod:`critic.lm.windows`, :mod:`critic.lm.sampler`).  A pretrained model's state at a lone end token at
+position 0 barely moves in fine-tuning, so its first tokens keep the pretraining's spread; the first token
+predicted at a start token after it is learnt like any other (docs/lm.md).
+
 :meth:`DocumentFormat.parse` inverts :meth:`DocumentFormat.render` for generated text; anything a
 critic cannot use raises :class:`GenerationParseError` with a short ``reason`` key that sampling
 counts (nothing is dropped silently).  Generated titles are removed from the sections
@@ -48,22 +54,28 @@ class GenerationParseError(ValueError):
 
 @dataclass(frozen=True)
 class DocumentFormat:
-    """The training text of a document: W/ or W/O section titles, a section marker and an end token."""
+    """The training text of a document: W/ or W/O section titles, a section marker, an end token, and
+    optionally a start token given before each document (after the end token)."""
 
     with_titles: bool
     section_marker: str = "<|section|>"
     end_of_document: str = "<|endofdoc|>"
+    start_of_document: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.with_titles, bool):
             raise ValueError(f"with_titles must be true or false, got {self.with_titles!r}")
-        for name in ("section_marker", "end_of_document"):
+        names = ("section_marker", "end_of_document") + (() if self.start_of_document is None else
+                                                          ("start_of_document",))
+        for name in names:
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip() or value != value.strip():
                 raise ValueError(f"{name} must be a non-empty string without surrounding spaces, got {value!r}")
-        if self.section_marker in self.end_of_document or self.end_of_document in self.section_marker:
-            raise ValueError(f"section_marker {self.section_marker!r} and end_of_document "
-                             f"{self.end_of_document!r} must not contain one another")
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                x, y = getattr(self, a), getattr(self, b)
+                if x in y or y in x:
+                    raise ValueError(f"{a} {x!r} and {b} {y!r} must not contain one another")
 
     @property
     def name(self) -> str:
@@ -71,9 +83,15 @@ class DocumentFormat:
         return WITH_TITLES if self.with_titles else WITHOUT_TITLES
 
     @property
-    def special_tokens(self) -> tuple[str, str]:
-        """The two tokens the LM's vocabulary needs: (section marker, end of document)."""
-        return self.section_marker, self.end_of_document
+    def special_tokens(self) -> tuple[str, ...]:
+        """The tokens the LM's vocabulary needs: (section marker, end of document[, start of document])."""
+        return (self.section_marker, self.end_of_document) + ((self.start_of_document,) if self.start_of_document
+                                                              else ())
+
+    @property
+    def prompt_tokens(self) -> tuple[str, ...]:
+        """What every document follows: the end token, then the start token if the format has one."""
+        return (self.end_of_document,) + ((self.start_of_document,) if self.start_of_document else ())
 
     @property
     def separator(self) -> str:
@@ -163,14 +181,15 @@ class DocumentFormat:
         """Inverse of :meth:`to_dict`; raises ``ValueError`` naming ``where`` on a bad object."""
         if not isinstance(obj, dict):
             raise ValueError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-        known = {"format", "with_titles", "section_marker", "end_of_document"}
+        known = {"format", "with_titles", "section_marker", "end_of_document", "start_of_document"}
         unknown = sorted(set(obj) - known)
         if unknown:
             raise ValueError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
                              f"known: {', '.join(sorted(known))}")
         if "with_titles" not in obj:
             raise ValueError(f"{where}: no 'with_titles'")
-        kwargs = {k: obj[k] for k in ("with_titles", "section_marker", "end_of_document") if k in obj}
+        kwargs = {k: obj[k] for k in ("with_titles", "section_marker", "end_of_document", "start_of_document")
+                  if k in obj}
         try:
             fmt = cls(**kwargs)
         except ValueError as exc:
@@ -182,7 +201,7 @@ class DocumentFormat:
     @classmethod
     def named(cls, name: str, **tokens: str) -> "DocumentFormat":
         """``"with-titles"`` or ``"without-titles"``, with the default tokens unless ``tokens``
-        (``section_marker``, ``end_of_document``) says otherwise."""
+        (``section_marker``, ``end_of_document``, ``start_of_document``) says otherwise."""
         if name not in (WITH_TITLES, WITHOUT_TITLES):
             raise ValueError(f"format must be {WITH_TITLES!r} or {WITHOUT_TITLES!r}, got {name!r}")
         return cls(with_titles=name == WITH_TITLES, **tokens)

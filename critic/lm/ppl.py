@@ -2,7 +2,7 @@
 
 The documents are rendered in the model's format, tokenised into one stream and cut into the
 training windows (:mod:`critic.lm.windows`): every token after the leading end token is predicted
-once, from at most ``W - 1`` tokens before it in its window.  With ``NLL`` the total negative
+once, from at most ``W - 1`` tokens before it in its window (but the format's start token, which is given).  With ``NLL`` the total negative
 log-likelihood (nats) of those ``N_tok`` predicted tokens,
 
     token PPL = exp(NLL / N_tok),        word PPL = exp(NLL / N_words),
@@ -60,7 +60,8 @@ def perplexity(model_dir: str | Path, docs: Sequence[Document], *, batch_size: i
     fmt = lm.format
     end_id = lm.token_id(fmt.end_of_document)
     pad_id = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else end_id
-    inputs, labels = cut_windows(token_stream(docs, lm.tokenizer, fmt, end_id), lm.context, pad_id)
+    start_id = None if fmt.start_of_document is None else lm.token_id(fmt.start_of_document)
+    inputs, labels = cut_windows(token_stream(docs, lm.tokenizer, fmt, end_id), lm.context, pad_id, start_id=start_id)
     rows = min(batch_size, inputs.shape[0])
     require_memory(f"{model_dir}: perplexity", window_memory(lm.model, rows=rows, window=lm.context, training=False),
                    {}, device=dev, scale=f"for batches of {rows} windows of {lm.context} tokens",

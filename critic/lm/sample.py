@@ -169,6 +169,7 @@ def _sample_batches(model_dir: Path, out_dir: Path, todo: list[int], log: dict[i
     """Generate the batches ``todo``, appending the generations missing from ``log`` (updated in place)."""
     lm = load_model_dir(model_dir, device=str(device))
     end_id = lm.token_id(fmt.end_of_document)
+    prompt = [lm.token_id(t) for t in fmt.prompt_tokens]
     if mask_special_tokens:
         warp = replace(warp, masked=unused_special_ids(lm.tokenizer, fmt))
     bar = None
@@ -183,7 +184,7 @@ def _sample_batches(model_dir: Path, out_dir: Path, todo: list[int], log: dict[i
                 first = b * batch_size
                 rows = min(batch_size, n - first)
                 generator = torch.Generator(device=device).manual_seed(derived_seed(seed, "batch", b))
-                for row, ids, finished in generate_batch(lm.model, rows=rows, prompt_id=end_id, end_id=end_id,
+                for row, ids, finished in generate_batch(lm.model, rows=rows, prompt=prompt, end_id=end_id,
                                                          max_new_tokens=max_new_tokens, window=lm.context,
                                                          generator=generator, warp=warp, device=device,
                                                          what=str(model_dir), where={"batch": b}):

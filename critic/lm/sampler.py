@@ -1,7 +1,8 @@
 """Batched ancestral sampling from a causal LM with a KV cache and an exact sliding window.
 
-:func:`generate_batch` draws ``B`` sequences together.  Each starts from one prompt token (the end
-token: documents follow it in training) and stops at the end token or after ``max_new_tokens``.
+:func:`generate_batch` draws ``B`` sequences together.  Each starts from the prompt (the end token, and
+the format's start token if it has one: documents follow them in training) and stops at the end token or
+after ``max_new_tokens``.
 At every step the next token of each unfinished row is drawn from
 
     p(x_{t+1} | the last min(t, W - 1) tokens)            (W = the context window)
@@ -26,7 +27,7 @@ top-p, applied in that order, as in transformers' warpers).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 
@@ -113,29 +114,33 @@ def draw(logits: torch.Tensor, generator: torch.Generator, warp: Warp, *, what: 
 
 
 @torch.no_grad()
-def generate_batch(model, *, rows: int, prompt_id: int, end_id: int, max_new_tokens: int, window: int,
+def generate_batch(model, *, rows: int, prompt: Sequence[int], end_id: int, max_new_tokens: int, window: int,
                    generator: torch.Generator, warp: Warp = Warp(), device: torch.device | str = "cpu",
                    what: str = "the model",
                    where: Mapping[str, Any] | None = None) -> Iterator[tuple[int, list[int], bool]]:
     """Yield ``(row, generated token ids, finished)`` for each of ``rows`` sequences, as each ends.
 
     ``finished``: the row drew ``end_id`` (the last id); otherwise it ran ``max_new_tokens``.  The
-    prompt token is not part of the ids.  ``window`` is ``W`` of the module docstring (>= 2).
+    prompt is not part of the ids.  ``window`` is ``W`` of the module docstring (> the prompt's length).
     Non-finite logits or probabilities raise :class:`~critic.lm.finite.NonFiniteError` naming ``what``,
     ``where`` (e.g. the batch) and the step (1-based), before the step's token is drawn.
     """
-    if window < 2:
-        raise ValueError(f"window must be at least 2 tokens, got {window}")
+    first = len(prompt)                            # position of the first generated token
+    if first < 1:
+        raise ValueError("the prompt needs at least one token")
+    if window <= first:
+        raise ValueError(f"window must exceed the prompt's {first} token(s), got {window}")
     device = torch.device(device)
-    seq = torch.full((rows, 1 + max_new_tokens), prompt_id, dtype=torch.long, device=device)
+    seq = torch.empty((rows, first + max_new_tokens), dtype=torch.long, device=device)
+    seq[:, :first] = torch.tensor(list(prompt), dtype=torch.long, device=device)
     alive = torch.arange(rows, device=device)      # batch row of each running sequence
-    length = 1                                     # tokens in every running sequence
+    length = first                                 # tokens in every running sequence
+    cached = 0                                     # tokens already in the cache
     cache = None
     for step in range(max_new_tokens):
         if length < window:                        # context = all `length` tokens: cached step
-            out = model(input_ids=seq[:, length - 1:length], past_key_values=cache, use_cache=True,
-                        logits_to_keep=1)
-            cache = out.past_key_values
+            out = model(input_ids=seq[:, cached:length], past_key_values=cache, use_cache=True, logits_to_keep=1)
+            cache, cached = out.past_key_values, length
         else:                                      # context = the last W - 1 tokens: recompute
             out = model(input_ids=seq[:, length - window + 1:length], use_cache=False, logits_to_keep=1)
             cache = None
@@ -144,13 +149,13 @@ def generate_batch(model, *, rows: int, prompt_id: int, end_id: int, max_new_tok
         length += 1
         ended = token == end_id
         if step == max_new_tokens - 1:
-            ids = seq[:, 1:length].tolist()
+            ids = seq[:, first:length].tolist()
             for r, row_ids, fin in zip(alive.tolist(), ids, ended.tolist()):
                 yield r, row_ids, fin
             return
         if bool(ended.any()):
             done = ended.nonzero().squeeze(1)
-            for r, row_ids in zip(alive[done].tolist(), seq[done, 1:length].tolist()):
+            for r, row_ids in zip(alive[done].tolist(), seq[done, first:length].tolist()):
                 yield r, row_ids, True
             keep = (~ended).nonzero().squeeze(1)
             if keep.numel() == 0:

@@ -3,7 +3,9 @@
 Fine-tuning, validation and perplexity see windows of the same stream (truncated BPTT, app. E):
 
 * the stream is ``s = [e] + tok(render(d_1)) + tok(render(d_2)) + ...`` where ``e`` is the end token,
-  so every document follows an end token as in sampling (each rendered document ends with one);
+  so every document follows an end token as in sampling (each rendered document ends with one); with a
+  format's start token ``b`` each document is ``[b] + tok(render(d_i))``: ``b`` is given, never a target
+  (its label is ignored), as sampling gives it after ``e``;
 * a window is a slice ``s[u_k .. u_{k+1}]`` (both ends included, at most ``W`` = context tokens) with
   ``0 = u_0 < u_1 < ... < u_K = N - 1``: consecutive windows share one token, the last input of one
   being the first of the next, so the targets ``s_1 .. s_{N-1}`` are split between windows without
@@ -41,13 +43,16 @@ IGNORE = -100
 
 
 def token_stream(docs: Sequence[Document], tokenizer, fmt: DocumentFormat, end_id: int) -> torch.Tensor:
-    """``(N,)`` int64: the end token, then each rendered document's tokens (no special tokens added)."""
+    """``(N,)`` int64: the end token, then each rendered document's tokens (no special tokens added), each after
+    the format's start token if it has one."""
     if not docs:
         raise ValueError("no documents to tokenise")
     texts = [fmt.render(doc) for doc in docs]
     ids = tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
+    start = [] if fmt.start_of_document is None else [tokenizer.convert_tokens_to_ids(fmt.start_of_document)]
     stream = [end_id]
     for seq in ids:
+        stream.extend(start)
         stream.extend(seq)
     return torch.tensor(stream, dtype=torch.long)
 
@@ -63,9 +68,10 @@ def _check_stream(stream: torch.Tensor, context: int) -> int:
     return n
 
 
-def _slice_windows(stream: torch.Tensor, cuts: torch.Tensor, context: int,
-                   pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(inputs, labels)``, both ``(K, context)``: window ``k`` is ``stream[cuts[k] .. cuts[k + 1]]``, padded.
+def _slice_windows(stream: torch.Tensor, cuts: torch.Tensor, context: int, pad_id: int,
+                   start_id: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(inputs, labels)``, both ``(K, context)``: window ``k`` is ``stream[cuts[k] .. cuts[k + 1]]``, padded;
+    the labels of the padding and of the start token ``start_id`` are ignored.
 
     ``cuts``: ``(K + 1,)`` increasing, from 0 to ``N - 1``, steps of at most ``context - 1``.
     """
@@ -74,22 +80,25 @@ def _slice_windows(stream: torch.Tensor, cuts: torch.Tensor, context: int,
     inside = offset < length                                                # (K, W)
     tokens = stream[(start + offset).clamp(max=stream.numel() - 1)]
     inputs = torch.where(inside, tokens, torch.full_like(tokens, pad_id))
-    labels = torch.where(inside, tokens, torch.full_like(tokens, IGNORE))
+    target = inside if start_id is None else inside & (tokens != start_id)
+    labels = torch.where(target, tokens, torch.full_like(tokens, IGNORE))
     return inputs, labels
 
 
-def cut_windows(stream: torch.Tensor, context: int, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+def cut_windows(stream: torch.Tensor, context: int, pad_id: int, *,
+                start_id: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(inputs, labels)``, both ``(K, context)`` int64, from an ``(N,)`` stream: ``u_k = k (W - 1)``,
-    ``K = ceil((N - 1) / (W - 1))`` (module docstring)."""
+    ``K = ceil((N - 1) / (W - 1))`` (module docstring); ``start_id``: the format's start token, never a target."""
     n = _check_stream(stream, context)
     cuts = torch.cat([torch.arange(0, n - 1, context - 1), torch.tensor([n - 1])])
-    return _slice_windows(stream, cuts, context, pad_id)
+    return _slice_windows(stream, cuts, context, pad_id, start_id)
 
 
-def aligned_windows(stream: torch.Tensor, context: int, pad_id: int,
-                    end_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+def aligned_windows(stream: torch.Tensor, context: int, pad_id: int, end_id: int, *,
+                    start_id: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Document-aligned ``(inputs, labels)``, both ``(K, context)`` int64, from an ``(N,)`` stream that starts
-    with the end token ``e = end_id`` (:func:`token_stream`).
+    with the end token ``e = end_id`` (:func:`token_stream`); ``start_id``: the format's start token (each
+    document's first token is then ``b``, given: never a target).
 
     Every end token at ``c < N - 1`` is a *cut point*: a document starts at ``c + 1``.  From a window's
     first token ``u_k`` (``u_0 = 0``), with ``r = u_k + W - 1`` its reach,
@@ -126,7 +135,7 @@ def aligned_windows(stream: torch.Tensor, context: int, pad_id: int,
             i = bisect.bisect_right(ends, reach, lo=i)               # cut points <= reach: ends[:i]
             u = ends[i - 1] if ends[i - 1] > u else reach
         cuts.append(u)
-    return _slice_windows(stream, torch.tensor(cuts), context, pad_id)
+    return _slice_windows(stream, torch.tensor(cuts), context, pad_id, start_id)
 
 
 def batch_nll(model, inputs: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, int]:

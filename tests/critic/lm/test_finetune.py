@@ -93,6 +93,22 @@ def test_stream_windows_train_on_the_same_targets_in_fewer_windows(tiny_pair, ma
         FinetuneConfig(aligned="no").check()
 
 
+def test_a_start_token_is_given_to_every_document_and_never_trained_on(tiny_pair, manpage_docs, tmp_path):
+    train, valid = manpage_docs[:4], manpage_docs[20:22]
+    config = FinetuneConfig(batch_size=4, learning_rate=1e-2, epochs=1, context=32)
+    fmt = DocumentFormat(True, start_of_document="<|startofdoc|>")
+    plain = finetune(tiny_pair(), None, train, valid, FMT, tmp_path / "plain", config, progress=False)
+    started = finetune(tiny_pair(), None, train, valid, fmt, tmp_path / "start", config, progress=False)
+    assert started.tokens_seen == plain.tokens_seen                    # the same targets: the start token is none
+    training = json.loads((started.best_dir / "training.json").read_text())
+    assert training["settings"]["format"]["start_of_document"] == "<|startofdoc|>"
+    model, tok = load_lm(str(started.best_dir))
+    end, start = (tok.convert_tokens_to_ids(t) for t in fmt.prompt_tokens)
+    x, y = aligned_windows(token_stream(valid, tok, fmt, end), 32, tok.pad_token_id, end, start_id=start)
+    nll, count = window_nll(model, x, y, batch_size=8, device=torch.device("cpu"))
+    assert nll / count == pytest.approx(started.best_valid_loss, rel=1e-6)   # validated after e, b
+
+
 def test_killed_run_resumes_to_the_uninterrupted_weights(tiny_pair, manpage_docs, tmp_path):
     train, valid = manpage_docs[:4], manpage_docs[20:21]
     clean = finetune(tiny_pair(), None, train, valid, FMT, tmp_path / "clean", CONFIG, progress=False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -122,3 +124,18 @@ def test_dict_round_trip_and_bad_dicts():
         DocumentFormat(True, "<x>", "<x>")
     with pytest.raises(ValueError, match="named|format must be"):
         DocumentFormat.named("titles")
+
+
+def test_a_start_token_is_kept_out_of_the_text_and_saved_with_the_format():
+    fmt = DocumentFormat(False, end_of_document="<|endoftext|>", start_of_document="<|im_start|>")
+    assert fmt.render(DOC) == WO.render(DOC).replace(WO.end_of_document, "<|endoftext|>")   # not in the text
+    assert fmt.prompt_tokens == ("<|endoftext|>", "<|im_start|>") and WO.prompt_tokens == (WO.end_of_document,)
+    assert "<|im_start|>" in fmt.special_tokens and len(WO.special_tokens) == 2
+    assert DocumentFormat.from_dict(fmt.to_dict()) == fmt
+    assert DocumentFormat.from_dict({"with_titles": False}).start_of_document is None     # folders saved before
+    with pytest.raises(DocumentError, match=re.escape("special token '<|im_start|>'")):
+        fmt.render(Document("d", (Section(None, "a <|im_start|> b"),)))
+    for bad, message in (("", "start_of_document must be a non-empty string"),
+                         ("<|endoftext|>", "end_of_document '<|endoftext|>' and start_of_document")):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            DocumentFormat(False, end_of_document="<|endoftext|>", start_of_document=bad)

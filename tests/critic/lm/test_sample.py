@@ -48,7 +48,7 @@ def model_dir(boosted, tmp_path):
 def _naive(model, rows, prompt, end, max_new, window, generator):
     """Reference: every step recomputes the forward pass over the last min(t, W-1) tokens, no cache
     (the same draws: :func:`draw` is tested on its own)."""
-    seqs, alive, out = [[prompt] for _ in range(rows)], list(range(rows)), {}
+    seqs, alive, out = [list(prompt) for _ in range(rows)], list(range(rows)), {}
     with torch.no_grad():
         for step in range(max_new):
             if not alive:
@@ -58,21 +58,23 @@ def _naive(model, rows, prompt, end, max_new, window, generator):
             for r, t in zip(alive, tokens):
                 seqs[r].append(t)
                 if t == end or step == max_new - 1:
-                    out[r] = (seqs[r][1:], t == end)
+                    out[r] = (seqs[r][len(prompt):], t == end)
             alive = [r for r in alive if r not in out]
     return out
 
 
-def test_cached_sampling_with_sliding_window_equals_naive_recomputation(boosted):
+@pytest.mark.parametrize("start", [None, 5], ids=["end token", "end and start tokens"])
+def test_cached_sampling_with_sliding_window_equals_naive_recomputation(boosted, start):
     model, _, end = boosted
+    prompt = [end] + ([] if start is None else [start])
     runs = {}
     for name in ("cached", "naive"):
         g = torch.Generator().manual_seed(5)
         if name == "cached":
             runs[name] = {r: (ids, fin) for r, ids, fin in generate_batch(
-                model, rows=12, prompt_id=end, end_id=end, max_new_tokens=40, window=WINDOW, generator=g)}
+                model, rows=12, prompt=prompt, end_id=end, max_new_tokens=40, window=WINDOW, generator=g)}
         else:
-            runs[name] = _naive(model, 12, end, end, 40, WINDOW, g)
+            runs[name] = _naive(model, 12, prompt, end, 40, WINDOW, g)
     assert runs["cached"] == runs["naive"]
     lengths = [len(ids) for ids, _ in runs["cached"].values()]
     assert max(lengths) >= WINDOW + 5                     # crossed the window: recomputed steps were checked
@@ -161,6 +163,25 @@ def test_seeds_make_runs_reproducible_and_batches_independent(model_dir, tmp_pat
     assert la != lc
     assert {i: la[i] for i in range(4)} == ld              # batch 0 is the same whatever follows it
     assert (tmp_path / "a" / "documents.jsonl").read_bytes() == (tmp_path / "b" / "documents.jsonl").read_bytes()
+
+
+def test_a_format_with_a_start_token_samples_after_the_end_and_start_tokens(boosted, tmp_path):
+    from critic.lm.runs import derived_seed
+
+    model, tok, end = boosted
+    fmt = DocumentFormat(True, start_of_document="<|startofdoc|>")
+    prepare_for_format(model, tok, fmt)
+    start = tok.convert_tokens_to_ids(fmt.start_of_document)
+    save_model_dir(model, tok, fmt, tmp_path / "m", training={"context": WINDOW})
+    sample(tmp_path / "m", tmp_path / "s", n=4, batch_size=4, max_new_tokens=30, seed=1, progress=False)
+    texts = [g.text for _, g in sorted(_log(tmp_path / "s").items())]
+    expected = {}
+    for prompt in ([end, start], [end]):
+        g = torch.Generator().manual_seed(derived_seed(1, "batch", 0))
+        expected[len(prompt)] = [tok.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+                                 for _, ids, _ in sorted(generate_batch(model, rows=4, prompt=prompt, end_id=end,
+                                                                        max_new_tokens=30, window=WINDOW, generator=g))]
+    assert texts == expected[2] and texts != expected[1]
 
 
 def test_killed_run_with_a_torn_line_resumes_to_the_clean_run(model_dir, tmp_path, capsys):

@@ -128,6 +128,28 @@ def test_aligned_windows_of_rendered_documents_start_at_document_starts(tiny_pai
     assert "".join(decoded) == "".join(starts)                          # every target once, in order
 
 
+def test_a_start_token_follows_every_end_token_and_is_never_a_target(tiny_pair, manpage_docs):
+    from critic.lm.model import prepare_for_format
+
+    model, tok = tiny_pair()
+    fmt = DocumentFormat(False, start_of_document="<|startofdoc|>")
+    prepare_for_format(model, tok, fmt)
+    end, start = (tok.convert_tokens_to_ids(t) for t in (fmt.end_of_document, fmt.start_of_document))
+    docs = manpage_docs[:6]
+    stream = token_stream(docs, tok, fmt, end)
+    plain = token_stream(docs, tok, DocumentFormat(False), end)
+    assert stream.numel() == plain.numel() + len(docs)                # one start token per document
+    assert (stream[1:][stream[:-1] == end] == start).all() and int((stream == start).sum()) == len(docs)
+    assert stream[stream != start].tolist() == plain.tolist()
+    for windows in (aligned_windows(stream, 32, end, end, start_id=start), cut_windows(stream, 32, end, start_id=start)):
+        inputs, labels = windows
+        assert not (labels == start).any() and int((inputs == start).sum()) >= len(docs)  # given, never predicted
+        targets = labels[:, 1:][labels[:, 1:] != IGNORE]
+        assert Counter(targets.tolist()) == Counter(plain[1:].tolist())  # the documents' targets, each once
+    inputs, _ = aligned_windows(stream, 32, end, end, start_id=start)
+    assert all(row[1] == start for row in inputs if row[0] == end)     # a window opens with e, b, the document
+
+
 @pytest.mark.parametrize("stream, context, message", [
     (torch.tensor([0, 1, 0]), 1, "context must be at least 2"),
     (torch.tensor([5, 1, 0]), 4, "starts with the end token 0, got 5"),
