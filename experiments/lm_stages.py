@@ -59,18 +59,11 @@ TRAINING_KEYS = ("model", "layers", "heads", "dim", "context", "batch_size", "le
 """The ``[lm]`` keys a second LM may change (:data:`SECOND_LM_TABLE`): what it is and how it is trained, not the
 tokens of the format or where models are shared."""
 
-
-
-def training_overrides(which: str) -> dict[str, Key]:
-    """The :data:`TRAINING_KEYS` of ``[lm]`` as optional keys of another table, for ``which`` LM (absent: [lm]'s)."""
-    return {k: Key(LM_TABLE[k].type, gt=LM_TABLE[k].gt, min=LM_TABLE[k].min, max=LM_TABLE[k].max,
-                   choices=LM_TABLE[k].choices, help=f"as [lm] {k}, for {which} (absent: [lm]'s)")
-            for k in TRAINING_KEYS}
-
-
 SECOND_LM_TABLE = {
     "name": Key(str, help="a second LM to compare with [lm]'s: its set's name in the tables (absent: one LM)"),
-    **training_overrides("the second LM"),
+    **{k: Key(LM_TABLE[k].type, gt=LM_TABLE[k].gt, min=LM_TABLE[k].min, max=LM_TABLE[k].max,
+              choices=LM_TABLE[k].choices, help=f"as [lm] {k}, for the second LM (absent: [lm]'s)")
+       for k in TRAINING_KEYS},
 }
 """A study's ``[second_lm]`` table: the ``[lm]`` settings a second LM changes (e.g. a smaller token budget, or
 another model), the rest taken from ``[lm]``."""
@@ -137,16 +130,11 @@ class LmStages:
     name after its leading ``lm`` (``"lm"`` -> ``samples``, ``"lm_w_title"`` -> ``samples_w_title``).
     ``data`` is the stage whose folder holds the splits.  ``settings`` (LM name -> the ``[lm]`` keys it changes)
     trains an LM with other settings than ``[lm]``'s (a second budget or model: :func:`second_lm`).
-
-    ``base``: the LM stages of another corpus (``sample=False``: the LMs alone), whose ``lm`` every LM here is
-    fine-tuned from instead of ``[lm] model`` (SmolLM2 fine-tuned on all the summaries, then on those about
-    people: more documents teach how documents open, docs/lm.md); it is computed first.
     """
 
     def __init__(self, run: Pipeline, data: Stage, formats: dict[str, bool] | None = None,
-                 settings: dict[str, dict] | None = None, *, base: "LmStages | None" = None, sample: bool = True):
-        self.run, self.data, self.base = run, data, base
-        start = [] if base is None else [base.lms["lm"]]
+                 settings: dict[str, dict] | None = None):
+        self.run, self.data = run, data
         self.formats = {"lm": False} if formats is None else dict(formats)
         lm = run.config["lm"]
         self.settings = {n: {**lm, **(settings or {}).get(n, {})} for n in self.formats}
@@ -157,20 +145,16 @@ class LmStages:
         shared = lm.get("shared_dir")
         if shared is not None and Path(shared).exists() and not Path(shared).is_dir():
             raise ValueError(f"[lm] shared_dir: {shared} exists and is not a folder")  # refused before any stage
-        if base is not None and any(c["model"] != lm["model"] for c in self.settings.values()):
-            raise ValueError("[second_lm] model: every LM starts from the base LM ([base_lm]), so none takes a model")
-        tiny = base is None and any(c["model"] == "tiny" for c in self.settings.values())
+        tiny = any(c["model"] == "tiny" for c in self.settings.values())
         vocabulary = ("vocab_size", "section_marker", "end_of_document", "start_of_document")
         self.tokenizer = (self._model_stage("tokenizer", {k: lm.get(k) for k in vocabulary}, [data]) if tiny else None)
         self.lms = {n: self._model_stage(n, {**{k: v for k, v in self.settings[n].items() if k != "shared_dir"},
                                              "with_titles": w, "seed": run.seed},
-                                         [data] + ([self.tokenizer] if tiny and self.settings[n]["model"] == "tiny"
-                                                   else start))
+                                         [data] + ([self.tokenizer] if self.settings[n]["model"] == "tiny" else []))
                     for n, w in self.formats.items()}
         self.samples = {n: run.stage(f"samples{n[2:]}", {**run.config["sample"], "seed": run.seed}, upstream=[s])
-                        for n, s in self.lms.items()} if sample else {}
-        self.ppls = {n: run.stage(f"ppl{n[2:]}", {}, upstream=[s, data])
-                     for n, s in self.lms.items()} if sample else {}
+                        for n, s in self.lms.items()}
+        self.ppls = {n: run.stage(f"ppl{n[2:]}", {}, upstream=[s, data]) for n, s in self.lms.items()}
 
     def _model_stage(self, name: str, config: dict, upstream: list[Stage]) -> Stage:
         """Stage ``name`` in the run directory, or, with ``[lm] shared_dir``, in that folder as
@@ -185,18 +169,16 @@ class LmStages:
     def compute(self) -> None:
         """Compute the stages that are not up to date (each resumes where a killed run left it)."""
         run = self.run
-        if self.base is not None:
-            self.base.compute()
         if self.tokenizer is not None and run.needs(self.tokenizer):
             self._tokenizer()
         for name, with_titles in self.formats.items():
             if run.needs(self.lms[name]):
-                run.log(f"training {name}" + ("" if self.base is None else f" from {self.base.lms['lm'].path}"))
+                run.log(f"training {name}")
                 self._finetune(self.lms[name], self.settings[name], with_titles)
-            if name in self.samples and run.needs(self.samples[name]):
+            if run.needs(self.samples[name]):
                 run.log(f"sampling {name}")
                 self._sample(self.samples[name], self.lms[name])
-            if name in self.ppls and run.needs(self.ppls[name]):
+            if run.needs(self.ppls[name]):
                 self._ppl(self.ppls[name], self.lms[name])
 
     def openings(self, opening: str | None = None) -> dict[str, dict]:
@@ -234,9 +216,7 @@ class LmStages:
         with run.computing(stage):  # a checkpoint under the same key is kept: training resumes
             fmt = _format(lm, with_titles)
             splits = read_splits(self.data.path)
-            if self.base is not None:
-                source = self.base.lms["lm"].path / "best"
-            elif lm["model"] == "tiny":
+            if lm["model"] == "tiny":
                 from transformers import PreTrainedTokenizerFast
 
                 tok = PreTrainedTokenizerFast.from_pretrained(str(self.tokenizer.path))

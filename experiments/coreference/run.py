@@ -6,8 +6,6 @@
 ``data/``              Wikipedia lead summaries (``critic data build wiki-summaries``,
                        topic "People" by default, or the app. G film filter)
 ``tokenizer/``         (``[lm] model = "tiny"``) a BPE tokenizer trained on train
-``base/data/``,        with ``[base_lm] topic``: the summaries of that topic ("" all: the topics
-``base/lm/``           study's corpus) and the LM fine-tuned on them first, which ``lm/`` starts from
 ``lm/``                an LM fine-tuned on the summaries (``critic lm``)
 ``samples/``           its ancestral samples (resumable)
 ``ppl/``               its word perplexity on the test split
@@ -48,7 +46,7 @@ from critic.stages import Stage
 from critic.study import Pipeline, critic_table, load_results, register_study, study_schema
 from critics.coref.critic import CorefChainCritic
 from experiments.lm_stages import (LM_CHECK, LM_TABLE, SAMPLE_TABLE, SECOND_LM_TABLE, LmStages, add_openings,
-                                   read_splits, second_lm, training_overrides, word_ppl)
+                                   read_splits, second_lm, word_ppl)
 from experiments.tables import comparison_line, openings_line, set_comparison
 
 from .tables import diagnostic_tables, originals_latent_ppl, table7
@@ -71,11 +69,6 @@ SCHEMA = study_schema({
         "max_test_documents": Key(int, min=1, help="test documents resolved and scored (absent: all)"),
     },
     "lm": LM_TABLE,
-    "base_lm": {
-        "topic": Key(str, help='fine-tune [lm] from an LM first fine-tuned on the summaries of this topic ("" all: '
-                               "the topics study's corpus, whose LM [lm] shared_dir shares); absent: from [lm] model"),
-        **training_overrides("the base LM"),
-    },
     "second_lm": SECOND_LM_TABLE,
     "sample": SAMPLE_TABLE,
     "neuralcoref": {"batch_size": Key(int, 16, min=1, help="documents per worker request")},
@@ -94,28 +87,13 @@ SCHEMA = study_schema({
 
 
 def _build(run: Pipeline, stage: Stage) -> None:
-    """The summaries ``stage``'s config selects (``film``: app. G's filter; absent: False)."""
-    settings = stage.config
+    settings = run.config["data"]
     with run.computing(stage):
         report = get_corpus("wiki-summaries").build(stage.path, language=settings["language"],
-                                                    topic=settings["topic"] or None, film=settings.get("film", False),
+                                                    topic=settings["topic"] or None, film=settings["film"],
                                                     valid_fraction=settings["valid_fraction"],
                                                     test_fraction=settings["test_fraction"])
     run.log(f"built corpus: {report.counts}")
-
-
-def _base_lm(run: Pipeline) -> LmStages | None:
-    """``[base_lm]``: the LM stages (no samples) of the LM the study's LMs start from, on their own corpus (its
-    ``data``), in ``DIR/base/``, keyed as the topics study keys its corpus and LM (``[lm] shared_dir`` shares it)."""
-    table = {k: v for k, v in (run.config.get("base_lm") or {}).items() if v is not None}
-    if "topic" not in table:
-        if table:
-            raise ValueError(f"[base_lm] {', '.join(sorted(table))}: give the base LM its corpus (topic)")
-        return None
-    base, data = run.part("base"), run.config["data"]
-    corpus = base.stage("data", {"language": data["language"], "topic": table.pop("topic"),
-                                 "valid_fraction": data["valid_fraction"], "test_fraction": data["test_fraction"]})
-    return LmStages(base, corpus, settings={"lm": table}, sample=False)
 
 
 def _resolve(run: Pipeline, stage: Stage, docs: list[Document], worker) -> None:
@@ -209,9 +187,9 @@ def main(run: Pipeline) -> dict[str, CriticismResult]:
 
     data = run.stage("data", {k: data_cfg[k] for k in ("language", "topic", "film", "valid_fraction",
                                                          "test_fraction")})
-    second, base = second_lm(run.config), _base_lm(run)
+    second = second_lm(run.config)
     lm = LmStages(run, data, {"lm": False, **({second[0]: False} if second else {})},
-                  settings=dict([second]) if second else None, base=base)
+                  settings=dict([second]) if second else None)
     resolved = {"train": run.stage("resolved_train", {"n": data_cfg.get("max_train_documents")}, upstream=[data]),
                 "test": run.stage("resolved_test", {"n": data_cfg.get("max_test_documents")}, upstream=[data]),
                 **{name: run.stage(f"resolved_{name}", {}, upstream=[samples]) for name, samples in lm.samples.items()}}
@@ -221,9 +199,8 @@ def main(run: Pipeline) -> dict[str, CriticismResult]:
                             run.criticism_key(run.config["corruptions"]),
                             upstream=[critics[s], *resolved.values(), *lm.ppls.values()]) for s in SMOOTHINGS}
     try:
-        for owner, corpus in [(run, data)] + ([(base.run, base.data)] if base else []):
-            if owner.needs(corpus):
-                _build(owner, corpus)
+        if run.needs(data):
+            _build(run, data)
         splits = read_splits(data.path)
         lm.compute()
         sources = {"train": splits["train"][:data_cfg.get("max_train_documents")],

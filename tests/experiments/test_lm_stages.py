@@ -65,31 +65,3 @@ def test_eval_every_validates_the_study_lm_every_k_steps_and_at_the_end(tmp_path
     result = json.loads((stages.lms["lm"].path / "result.json").read_text())
     expected = sorted(set(range(2, planned + 1, 2)) | {planned})   # every 2nd step, and the last
     assert [int(step) for step, _, _ in result["history"]] == expected
-
-
-def test_a_base_lm_is_trained_first_and_shared_with_a_study_that_trains_the_same_lm(tmp_path, fixture_manpage_root):
-    shared = tmp_path / "models"
-    _, plain = study(tmp_path / "a", fixture_manpage_root, shared, max_tokens=1600)   # e.g. the topics study
-    log: list[str] = []
-    run = Pipeline("toy", {"data": {}, "lm": {**TOY_LM, "shared_dir": str(shared)},
-                           "sample": {"n": 2, "batch_size": 2, "max_new_tokens": 16}},
-                   SCHEMA, out=tmp_path / "b", log=log.append)
-    data = run.stage("data", {"root": str(fixture_manpage_root)})
-    part = run.part("base")
-    base = LmStages(part, part.stage("data", {"root": str(fixture_manpage_root)}), settings={"lm": {"max_tokens": 1600}},
-                    sample=False)
-    stages = LmStages(run, data, base=base)
-    for owner, corpus in ((run, data), (part, base.data)):
-        if owner.needs(corpus):
-            with owner.computing(corpus):
-                build_manpages(corpus.path, root=fixture_manpage_root)
-    stages.compute()
-    assert base.lms["lm"].path == plain.lms["lm"].path and not base.samples   # the same corpus and settings: reused
-    assert any(line.startswith(f"{plain.lms['lm'].name}: up to date") for line in log)
-    assert stages.tokenizer is None and [line for line in log if line.startswith("training")] == \
-        [f"training lm from {base.lms['lm'].path}"]
-    training = json.loads((stages.lms["lm"].path / "best" / "training.json").read_text())
-    assert training["settings"]["source"]["model"] == str(base.lms["lm"].path / "best")
-    assert stages.lms["lm"].upstream[base.lms["lm"].name] == base.lms["lm"].key
-    with pytest.raises(ValueError, match=r"\[second_lm\] model: every LM starts from the base LM"):
-        LmStages(run, data, {"lm": False, "lm_gpt2": False}, settings={"lm_gpt2": {"model": "gpt2"}}, base=base)

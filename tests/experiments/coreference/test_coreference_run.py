@@ -152,10 +152,8 @@ def test_rerun_reuses_every_stage(first, run_experiment):
     ('[second_lm]\nmax_tokens = 10', "[second_lm] max_tokens: give the second LM a name"),
     ('[second_lm]\nname = "lm"', "[second_lm] name must be lm_<word> and not 'lm'"),
     ('[second_lm]\nname = "short"', "[second_lm] name must be lm_<word>"),
-    ('[base_lm]\nmax_tokens = 10', "[base_lm] max_tokens: give the base LM its corpus (topic)"),
-    ('[second_lm]\nname = "lm_gpt2"\nmodel = "gpt2"\n[base_lm]\ntopic = ""', "[second_lm] model: every LM starts"),
 ])
-def test_a_bad_second_or_base_lm_is_refused_before_any_stage(toy_preset, tmp_path, capsys, table, message):
+def test_a_bad_second_lm_is_refused_before_any_stage(toy_preset, tmp_path, capsys, table, message):
     from critic.cli import main
 
     config = toy_preset("coreference", tmp_path / "job.toml",
