@@ -24,13 +24,14 @@ def test_finetune_sample_ppl_end_to_end(splits, capsys):
     t = splits
     args = ["lm", "finetune", *TINY, "--train", str(t / "train.jsonl"), "--valid", str(t / "valid.jsonl"),
             "--format", "without-titles", "--end-of-document", "<|doc|>", "--section-marker", "<|part|>",
-            "--out", str(t / "run"), "--epochs", "1",
+            "--start-of-document", "<|start|>", "--out", str(t / "run"), "--epochs", "1",
             "--lr", "1e-2", "--quiet"]
     assert main(args) == 0
     first = capsys.readouterr().out
     assert "best validation loss" in first
     fmt = json.loads((t / "run" / "best" / "format.json").read_text())
     assert fmt["end_of_document"] == "<|doc|>" and fmt["section_marker"] == "<|part|>"
+    assert fmt["start_of_document"] == "<|start|>"
     assert main(args) == 0                                     # finished: the rerun does nothing
     assert capsys.readouterr().out == first
 
@@ -70,6 +71,9 @@ def test_finetune_sample_ppl_end_to_end(splits, capsys):
       "with-titles", "--end-of-document", "<|section|>", "--out", "{t}/run"], "must not contain one another"),
     (["lm", "finetune", *TINY, "--train", "{t}/train.jsonl", "--valid", "{t}/valid.jsonl", "--format",
       "with-titles", "--section-marker", "<|endofdoc|>", "--out", "{t}/run"], "must not contain one another"),
+    (["lm", "finetune", *TINY, "--train", "{t}/train.jsonl", "--valid", "{t}/valid.jsonl", "--format",
+      "with-titles", "--start-of-document", "<|endofdoc|>", "--out", "{t}/run"],
+     "end_of_document '<|endofdoc|>' and start_of_document '<|endofdoc|>' must not contain one another"),
     (["lm", "finetune", *TINY, "--train", "{t}/train.jsonl", "--valid", "{t}/valid.jsonl", "--format",
       "with-titles", "--section-marker", " <x>", "--out", "{t}/run"],
      "section_marker must be a non-empty string without surrounding spaces"),
