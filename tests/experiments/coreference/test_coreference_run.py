@@ -37,7 +37,7 @@ def write_config(toy_preset, path: Path) -> Path:
         'model = "smollm2"': 'model = "tiny"\nvocab_size = 400\nlayers = 1\nheads = 2\ndim = 32',
         "context = 512": "context = 128", "batch_size = 8": "batch_size = 4", "bf16 = true": "bf16 = false",
         "learning_rate = 5e-4": "learning_rate = 3e-3", "epochs = 20": "epochs = 1",
-        "max_tokens = 160_000": "max_tokens = 3000", "max_tokens = 40_000": "max_tokens = 1500",
+        "max_tokens = 160_000": "max_tokens = 3000", "max_tokens = 80_000": "max_tokens = 1500",
         "n = 340": f"n = {N_SAMPLES}", "batch_size = 32": "batch_size = 6", "max_new_tokens = 511": "max_new_tokens = 120",
         "n_bootstrap = 1000": "n_bootstrap = 50", "n_permutations = 2000": "n_permutations = 50",
     }
@@ -158,7 +158,7 @@ def test_a_bad_second_lm_is_refused_before_any_stage(toy_preset, tmp_path, capsy
 
     config = toy_preset("coreference", tmp_path / "job.toml",
                         {"[second_lm]                  # table 7's second LM: [lm] with these keys changed\n"
-                         'name = "lm_short"\nmax_tokens = 40_000': table})
+                         'name = "lm_short"\nmax_tokens = 80_000': table})
     assert main(["run", str(config), "--out", str(tmp_path / "a")]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "a" / "data").exists()
