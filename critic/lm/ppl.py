@@ -1,9 +1,9 @@
 """Word-level perplexity of documents under a fine-tuned LM (the paper's PPL rows, table 2).
 
 The documents are rendered in the model's format, tokenised into one stream and cut into the
-training windows (:mod:`critic.lm.windows`): every token after the leading end token is predicted
-once, from at most ``W - 1`` tokens before it in its window (but the format's start token, which is given).  With ``NLL`` the total negative
-log-likelihood (nats) of those ``N_tok`` predicted tokens,
+training windows (:mod:`critic.lm.windows`): every token after the leading end token but the format's
+start token (given, not predicted) is predicted once, from at most ``W - 1`` tokens before it in its
+window.  With ``NLL`` the total negative log-likelihood (nats) of those ``N_tok`` predicted tokens,
 
     token PPL = exp(NLL / N_tok),        word PPL = exp(NLL / N_words),
 

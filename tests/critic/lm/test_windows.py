@@ -141,7 +141,8 @@ def test_a_start_token_follows_every_end_token_and_is_never_a_target(tiny_pair, 
     assert stream.numel() == plain.numel() + len(docs)                # one start token per document
     assert (stream[1:][stream[:-1] == end] == start).all() and int((stream == start).sum()) == len(docs)
     assert stream[stream != start].tolist() == plain.tolist()
-    for windows in (aligned_windows(stream, 32, end, end, start_id=start), cut_windows(stream, 32, end, start_id=start)):
+    for windows in (aligned_windows(stream, 32, end, end, start_id=start),
+                    cut_windows(stream, 32, end, start_id=start)):
         inputs, labels = windows
         assert not (labels == start).any() and int((inputs == start).sum()) >= len(docs)  # given, never predicted
         targets = labels[:, 1:][labels[:, 1:] != IGNORE]
