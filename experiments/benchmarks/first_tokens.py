@@ -1,8 +1,8 @@
 """Benchmark: do samples begin as documents begin, after fine-tuning on aligned or on stream windows?
 
     python -m experiments.benchmarks.first_tokens [--model smollm2|tiny] [--format without-titles|with-titles]
-        [--context 128] [--batch 4] [--steps 100] [--lr 2e-4] [--samples 64] [--max-new-tokens 64]
-        [--valid-docs 32] [--seed 0] [--wheel PATH] [--threads 1] [--json out.json]
+        [--start-of-document '<|im_start|>'] [--context 128] [--batch 4] [--steps 100] [--lr 2e-4]
+        [--samples 64] [--max-new-tokens 64] [--valid-docs 32] [--seed 0] [--wheel PATH] [--threads 1] [--json out.json]
         [--tiny-vocab 1024 --tiny-layers 2 --tiny-heads 2 --tiny-dim 64]
 
 Sampling starts every generation from one end token at position 0 (:mod:`critic.lm.sampler`).  A model
@@ -14,12 +14,15 @@ with a BPE tokenizer trained on the training split) is fine-tuned twice from the
 same settings and the same token budget, ``--steps x --batch x (--context - 1)`` training targets (the
 stream run takes ``--steps`` steps; the aligned run's windows are padded, so it takes more steps for the
 same targets), then ``--samples`` generations of at most ``--max-new-tokens`` tokens are drawn from each.
+A third run trains on aligned windows with ``--start-of-document`` given after every end token (and
+samples after the end and start tokens): the first token is then predicted from an ordinary position-1
+state instead of the position-0 one that fine-tuning barely moves (docs/lm.md).
 
 A text *begins as a document* as :mod:`critic.lm.openings` says: W/O Title, its first character is an
 upper-case letter, a digit or a quote; W/ Title, its first line is the title of a training document's first
 section (``abstract`` for the summaries) and a line break follows.  For each
 windowing the script prints the share of generations that begin so, the share of the rendered training
-documents that do (the data's), and their ratio (target for aligned windows: >= 0.95).
+documents that do (the data's), and their ratio (target: >= 0.95).
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ def _summaries(tmp: Path, wheel: str | None):
 
 
 def _pair(args, train, fmt):
-    """The ``(model, tokenizer)`` both runs start from."""
+    """The ``(model, tokenizer)`` every run starts from."""
     from critic.lm.model import build_tiny_lm, load_lm, train_tokenizer
 
     if args.model == "smollm2":
@@ -68,6 +71,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--model", choices=["smollm2", "tiny"], default="smollm2")
     ap.add_argument("--format", choices=["without-titles", "with-titles"], default="without-titles")
     ap.add_argument("--end-of-document", default="<|endoftext|>", help="SmolLM2's own document separator")
+    ap.add_argument("--start-of-document", default="<|im_start|>",
+                    help="the third run's start token (SmolLM2's <|im_start|>: trained, in no document)")
     ap.add_argument("--context", type=int, default=128, help="training window W (tokens)")
     ap.add_argument("--batch", type=int, default=4, help="windows per step")
     ap.add_argument("--steps", type=int, default=100, help="steps of the stream run; budget = steps x batch x (W-1)")
@@ -101,6 +106,8 @@ def main(argv=None) -> dict:
     torch.set_num_threads(args.threads)
     command = "python -m experiments.benchmarks.first_tokens " + shlex.join(sys.argv[1:] if argv is None else argv)
     fmt = DocumentFormat.named(args.format, end_of_document=args.end_of_document)
+    started = DocumentFormat.named(args.format, end_of_document=args.end_of_document,
+                                   start_of_document=args.start_of_document)
     budget = args.steps * args.batch * (args.context - 1)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -110,15 +117,15 @@ def main(argv=None) -> dict:
         data_hits = sum(begins_as_document(fmt.render(d), titles) for d in train)
         data_share = data_hits / len(train)
         start = time.perf_counter()
-        pair = _pair(args, train, fmt)
+        pair = _pair(args, train, started)                  # a tiny tokenizer learns all three tokens
         load_s = time.perf_counter() - start
         runs = {}
-        for name, aligned in (("aligned", True), ("stream", False)):
+        for name, aligned, form in (("aligned", True, fmt), ("start", True, started), ("stream", False, fmt)):
             start = time.perf_counter()
             config = FinetuneConfig(batch_size=args.batch, learning_rate=args.lr, max_tokens=budget,
                                     epochs=1_000_000, context=args.context, seed=args.seed,  # the budget stops it
                                     aligned=aligned)
-            result = finetune(pair, None, train, valid, fmt, tmp / name, config, progress=False)
+            result = finetune(pair, None, train, valid, form, tmp / name, config, progress=False)
             train_s = time.perf_counter() - start
             start = time.perf_counter()
             sample(result.best_dir, tmp / f"samples-{name}", n=args.samples, batch_size=min(32, args.samples),
@@ -132,20 +139,21 @@ def main(argv=None) -> dict:
                           "sample_s": time.perf_counter() - start, "openings": [t[:40] for t in texts[:5]]}
     result = {"command": command, "model": args.model, "format": args.format, "context": args.context,
               "batch": args.batch, "budget_tokens": budget, "lr": args.lr, "samples": args.samples,
-              "max_new_tokens": args.max_new_tokens, "threads": args.threads, "train_documents": len(train),
+              "max_new_tokens": args.max_new_tokens, "threads": args.threads,
+              "start_of_document": args.start_of_document, "train_documents": len(train),
               "data_begin_as_documents": data_hits, "data_share": data_share, "load_s": load_s, **runs}
     print(command)
     print(f"{args.model}, {args.format}, W = {args.context}, batch {args.batch}, lr {args.lr:g}, {budget:,} training "
           f"tokens per run, {args.samples} samples of <= {args.max_new_tokens} tokens, {args.threads} thread(s)")
     print(f"  data:    {data_hits}/{len(train)} training documents begin as documents (share {data_share:.3f})")
-    for name in ("aligned", "stream"):
+    for name in ("aligned", "start", "stream"):
         r = runs[name]
         print(f"  {name:8s} {r['begin_as_documents']}/{args.samples} samples (share {r['share']:.3f}, "
               f"ratio {r['ratio']:.3f}); {r['steps']} steps, {r['tokens']:,} tokens, valid loss "
               f"{r['valid_loss']:.3f}, {r['train_s']:.0f} s training, {r['sample_s']:.0f} s sampling")
         print(f"           first samples: {r['openings'][:3]}")
-    print(f"  aligned ratio {runs['aligned']['ratio']:.3f} (target >= 0.95), "
-          f"stream ratio {runs['stream']['ratio']:.3f}")
+    print(f"  aligned ratio {runs['aligned']['ratio']:.3f}, with the start token {runs['start']['ratio']:.3f} "
+          f"(target >= 0.95), stream ratio {runs['stream']['ratio']:.3f}")
     if args.json:
         atomic_write_text(args.json, json.dumps(result, indent=1, allow_nan=False) + "\n")
     return result
