@@ -105,9 +105,12 @@ def main(argv=None) -> dict:
 
     torch.set_num_threads(args.threads)
     command = "python -m experiments.benchmarks.first_tokens " + shlex.join(sys.argv[1:] if argv is None else argv)
-    fmt = DocumentFormat.named(args.format, end_of_document=args.end_of_document)
-    started = DocumentFormat.named(args.format, end_of_document=args.end_of_document,
-                                   start_of_document=args.start_of_document)
+    try:
+        fmt = DocumentFormat.named(args.format, end_of_document=args.end_of_document)
+        started = DocumentFormat.named(args.format, end_of_document=args.end_of_document,
+                                       start_of_document=args.start_of_document)
+    except ValueError as exc:
+        ap.error(str(exc))
     budget = args.steps * args.batch * (args.context - 1)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

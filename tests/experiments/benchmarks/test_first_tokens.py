@@ -37,7 +37,10 @@ def test_tiny_model_aligned_windows_begin_as_documents_more_often(wiki_wheel, ca
 
 
 @pytest.mark.parametrize("argv, message", [(["--context", "1"], "--context must be at least 2"),
-                                           (["--max-new-tokens", "128"], "must be below --context")])
+                                           (["--max-new-tokens", "128"], "must be below --context"),
+                                           (["--start-of-document", "<|endoftext|>"],
+                                            "end_of_document '<|endoftext|>' and start_of_document '<|endoftext|>' "
+                                            "must not contain one another")])
 def test_bad_arguments(argv, message, capsys):
     with pytest.raises(SystemExit):
         main(argv)

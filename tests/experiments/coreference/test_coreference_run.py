@@ -162,3 +162,15 @@ def test_a_bad_second_lm_is_refused_before_any_stage(toy_preset, tmp_path, capsy
     assert main(["run", str(config), "--out", str(tmp_path / "a")]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "a" / "data").exists()
+
+
+def test_a_bad_start_of_document_is_refused_before_any_stage(toy_preset, tmp_path, capsys):
+    from critic.cli import main
+
+    config = toy_preset("coreference", tmp_path / "job.toml",
+                        {'start_of_document = "<|im_start|>"': 'start_of_document = "<|endoftext|>"'})
+    assert main(["run", str(config), "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert ("[lm] end_of_document '<|endoftext|>' and start_of_document '<|endoftext|>' must not contain one another"
+            in err) and "Traceback" not in err
+    assert not (tmp_path / "a" / "data").exists()
