@@ -26,7 +26,7 @@ def write_config(toy_preset, path: Path, manroot: Path, *, n: int = 16) -> Path:
         'model = "smollm2"': 'model = "tiny"\nvocab_size = 400\nlayers = 1\nheads = 2\ndim = 32',
         "context = 1024": "context = 96", "batch_size = 8": "batch_size = 4", "bf16 = true": "bf16 = false",
         "learning_rate = 5e-4": "learning_rate = 3e-3", "epochs = 20": "epochs = 1",
-        "max_tokens = 320_000": "max_tokens = 3000",
+        "max_tokens = 320_000": "max_tokens = 12000",
         "n = 240": f"n = {n}", "batch_size = 24": "batch_size = 4", "max_new_tokens = 1023": "max_new_tokens = 120",
         "n_bootstrap = 1000": "n_bootstrap = 50", "n_permutations = 2000": "n_permutations = 50",
     }
@@ -62,6 +62,9 @@ def test_results_have_the_three_sets_with_word_and_latent_ppl(first):
         sample = json.loads((out / "manpages" / f"samples_{name[3:]}" / "sample.json").read_text())
         unparsed = results["run"]["unparsed_generations"][name]
         assert sets[name]["n"] + sets[name]["n_skipped"] + sum(unparsed.values()) == 16, (sample, unparsed)
+        # the preset's [lm] start_of_document opens each training document and is the sampler's prompt
+        fmt = json.loads((out / "manpages" / name / "best" / "format.json").read_text())
+        assert (fmt["end_of_document"], fmt["start_of_document"]) == ("<|endoftext|>", "<|im_start|>"), name
     table = (out / "table2.md").read_text()
     assert "| Data |" in table and "| LM W/ Title |" in table and "| LM W/O Title |" in table
 

@@ -77,8 +77,10 @@ def test_sets_and_latent_nll_recomputed_from_the_saved_critic(first):
     assert lm["n"] + lm["n_skipped"] == len(generated)
     assert results["run"]["unparsed_generations"] == dict(unparsed)
     assert results["candidates"]["manpages"]["n"] + results["candidates"]["manpages"]["n_skipped"] == N_MAN
-    # the preset's [lm] end_of_document ends the training documents and the generations
-    assert json.loads((out / "lm" / "best" / "format.json").read_text())["end_of_document"] == "<|endoftext|>"
+    # the preset's [lm] end_of_document ends the training documents and the generations; its
+    # start_of_document opens each training document and is the sampler's prompt
+    fmt = json.loads((out / "lm" / "best" / "format.json").read_text())
+    assert (fmt["end_of_document"], fmt["start_of_document"]) == ("<|endoftext|>", "<|im_start|>")
     # M(x) = 1: the Latent PPL is exp(mean T)
     assert results["reference"]["latent_ppl"] == pytest.approx(np.exp(np.mean(scores.latent_nll)), rel=1e-9)
 
