@@ -234,7 +234,8 @@ def _finish(out_dir: Path, fmt: DocumentFormat, log: dict[int, Generation], repo
 def unused_special_ids(tokenizer, fmt: DocumentFormat) -> tuple[int, ...]:
     """The ids of ``tokenizer``'s special tokens other than ``fmt``'s section marker and end of document: the
     tokens a document rendered in ``fmt`` does not use (a text that spells one is tokenized as one only by a
-    tokenizer that matches special tokens in text; the rendered documents of the studies hold none)."""
+    tokenizer that matches special tokens in text; the rendered documents of the studies hold none).  The
+    format's start of document is among them: it is given before each document, never a target."""
     keep = {fmt.section_marker, fmt.end_of_document}
     special = set(tokenizer.all_special_tokens) | {t.content for t in tokenizer.added_tokens_decoder.values()
                                                    if t.special}

@@ -118,6 +118,15 @@ def test_masked_tokens_are_never_drawn_and_the_rest_renormalised():
     assert freq[1] == freq[3] == 0 and abs(freq[0] - 1 / 3) < 0.015
 
 
+def test_the_start_of_document_is_masked_it_is_given_never_a_target(tiny_pair):
+    from critic.lm.sample import unused_special_ids
+
+    model, tok = tiny_pair(n_positions=WINDOW)
+    started = DocumentFormat(True, start_of_document="<|startofdoc|>")
+    prepare_for_format(model, tok, started)
+    assert unused_special_ids(tok, started) == (tok.convert_tokens_to_ids("<|startofdoc|>"),)
+
+
 def test_sampling_masks_the_special_tokens_the_format_does_not_use(boosted, tmp_path):
     from critic.lm.sample import unused_special_ids
 
