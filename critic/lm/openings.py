@@ -5,9 +5,12 @@ document there, rather than mid-sentence, is a property of its training windows 
 windows).  A text *begins as a document*:
 
 * W/ Title, when its first line is the title of a training document's first section and a line break follows;
-* W/O Title, when its start matches the corpus's ``opening`` pattern (``re.match``), e.g. a man page's NAME
-  line, ``ls - list directory contents`` (:data:`MAN_NAME_LINE`); without one, the prose rule: its first
-  character is an upper-case letter, a digit or a quote (``str.isupper``, ``str.isdigit``, :data:`QUOTES`).
+* W/O Title, when its start matches the corpus's ``opening`` pattern (``re.match``), e.g. the start of a man
+  page's NAME line, ``ls - list directory contents`` (:data:`MAN_NAME_START`); without one, the prose rule: its
+  first character is an upper-case letter, a digit or a quote (``str.isupper``, ``str.isdigit``, :data:`QUOTES`).
+
+Each rule reads how a text *opens*, the first tokens sampling draws after the end token, not whether what
+follows is well written: that is what the critics and the other statistics judge.
 
 :func:`opening_shares` compares the share of an LM's generations that begin so with the share of its training
 documents (rendered in its format) that do: their ratio is 1 when samples open as the data does.
@@ -21,14 +24,16 @@ from typing import Iterable, Sequence
 from ..document import Document
 from .format import DocumentFormat
 
-__all__ = ["QUOTES", "MAN_NAME_LINE", "begins_as_document", "opening_shares"]
+__all__ = ["QUOTES", "MAN_NAME_START", "begins_as_document", "opening_shares"]
 
 QUOTES = "\"'\u201c\u2018\u00ab\u201e"
 """Quotes a document may begin with: straight, curly (double, single), guillemet, low double."""
 
-MAN_NAME_LINE = r"[^\s,]+(,\s*[^\s,]+)*\s+-+\s+\S"
-"""A man page's NAME line: one or more names, comma-separated, a dash, the description (``_exit, _Exit -
-terminate the calling process``)."""
+MAN_NAME_START = r"[^\s,]+(,|\s+-)"
+"""How a man page's NAME line opens: its first name (no space or comma in it), then a comma (more names
+follow) or a dash after a space (the description follows): ``_exit, _Exit - terminate the calling process``,
+``ls - list directory contents``.  The first name and its separator, as the prose rule reads the first
+character; the rest of the line (well-formed names, a dash, a description) is the LM's writing."""
 
 
 def begins_as_document(text: str, first_titles: frozenset[str] | None, opening: str | None = None) -> bool:

@@ -35,7 +35,7 @@ from critic.config import Key, Pattern
 from critic.critic import Critic
 from critic.document import write_jsonl
 from critic.io import atomic_write_text
-from critic.lm.openings import MAN_NAME_LINE
+from critic.lm.openings import MAN_NAME_START
 from critic.registry import get_corpus
 from critic.results import CriticismResult
 from critic.stages import Stage
@@ -76,7 +76,7 @@ def _corpus_table(root: str, min_sections: int, min_section_tokens: int, max_sec
 
 
 SCHEMA = study_schema({
-    "manpages": _corpus_table("/usr/share/man", 3, 1, 2000, 5, opening=MAN_NAME_LINE),
+    "manpages": _corpus_table("/usr/share/man", 3, 1, 2000, 5, opening=MAN_NAME_START),
     "linux-doc": _corpus_table("/usr/share/doc/linux-doc-6.1/Documentation", 3, 30, 2000, 10),
     "lm": LM_TABLE,
     "sample": SAMPLE_TABLE,

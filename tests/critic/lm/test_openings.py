@@ -41,13 +41,15 @@ def test_opening_shares_without_titles_compare_with_the_data_s_own_share():
 
 
 def test_an_opening_pattern_replaces_the_prose_rule_without_titles():
-    from critic.lm.openings import MAN_NAME_LINE
+    from critic.lm.openings import MAN_NAME_START
 
-    names = ["ls - list", "_exit, _Exit - terminate", "gcc-12 -- compile", "a,b - c"]
-    others = [" ls - list", "ls: list", "The ls command", "ls -\n", "two words - x", "ls - "]
-    assert all(begins_as_document(t, None, MAN_NAME_LINE) for t in names)
-    assert not any(begins_as_document(t, None, MAN_NAME_LINE) for t in others)
-    got = opening_shares(DocumentFormat(False), TRAIN, ["ls - x", "Ls x", "cat - y z"], MAN_NAME_LINE)
+    names = ["ls - list", "_exit, _Exit - terminate", "gcc-12 -- compile", "a,b - c", "ls -\n",
+             "fscanf, fscanprintf, fscanobysf, ...", "sockaddr, sockaddr_in, socklen_t, in_addr"]  # opens; no dash yet
+    others = [" ls - list", "ls: list", "The ls command", "two words - x", "ls\n<file_sep>", ", ls - x",
+              "#include <x.h>"]
+    assert all(begins_as_document(t, None, MAN_NAME_START) for t in names)
+    assert not any(begins_as_document(t, None, MAN_NAME_START) for t in others)
+    got = opening_shares(DocumentFormat(False), TRAIN, ["ls - x", "Ls x", "cat - y z"], MAN_NAME_START)
     assert got["data"] == [2, 3] and got["samples"] == [2, 3]         # 'Echo writes' is no NAME line
     assert got["ratio"] == pytest.approx(1.0)
-    assert opening_shares(DocumentFormat(True), TRAIN, ["name\nx"], MAN_NAME_LINE)["samples"] == [1, 1]  # titles win
+    assert opening_shares(DocumentFormat(True), TRAIN, ["name\nx"], MAN_NAME_START)["samples"] == [1, 1]  # titles win
