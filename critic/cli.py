@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from . import progress, registry
-from .cli_args import (called_options, common_options, named_file, named_number, outlier_options, positive_int,
-                       probability, resampling_options, signature_options)
+from .cli_args import (called_options, common_options, flag_rule, fold_count, named_file, named_number, outlier_options,
+                       positive_int, resampling_options, signature_options)
 from .config import (ConfigError, check_config, check_params, describe_settings, line_of, read_toml, seeded_params,
                      suggest)
 from .io import atomic_write_text, check_replaceable
@@ -136,8 +136,13 @@ def cmd_fit(args) -> int:
     else:
         with progress.shown():
             critic = cls(**params).to(args.device).fit(train, validation=valid)
+    folds = critic.calibration_folds if args.calibration_folds is None else args.calibration_folds
+    with progress.shown():
+        critic.calibrate(train, valid, folds=folds, seed=args.seed,
+                         log=lambda message: print(f"critic: {message}", file=sys.stderr, flush=True))
     critic.save(args.out)
-    print(f"fitted {args.critic}: {critic.fit_summary(len(train))}; saved to {args.out}")
+    print(f"fitted {args.critic}: {critic.fit_summary(len(train))}; calibration: {critic.calibration.summary()}; "
+          f"saved to {args.out}")
     if check is not None:  # beside the critic's folder, which holds the critic's own files only
         written = args.out.with_name(args.out.name + ".seed_check.json")
         atomic_write_text(written, json.dumps(check.to_json(), indent=1) + "\n")
@@ -195,7 +200,7 @@ def cmd_score(args) -> int:
         for _, data in scored_chunks(critic, docs, seed=args.seed, batches_per_chunk=args.chunk_batches):
             sys.stdout.write(data.decode("utf-8"))
             sys.stdout.flush()
-    if read.skipped or read.generated_ids:
+    if read.worth_saying():
         print(f"critic: {read.summary()}", file=sys.stderr)
     return 0
 
@@ -243,7 +248,7 @@ def _candidates(named: Sequence[tuple[str, Path]], reference_name: str) -> dict[
 
 def cmd_compare(args) -> int:
     from .critic import Critic
-    from .criticism import criticize
+    from .criticism import criticize, require_comparable_shapes
     from .panel import explain_outliers
     from .report import write_report
 
@@ -251,13 +256,14 @@ def cmd_compare(args) -> int:
     critic = Critic.load(args.critic_dir, device=args.device)
     reference, _ = _read(args, args.reference, "reference", detect=True)
     candidates = {name: _read(args, path, name)[0] for name, path in named.items()}
+    require_comparable_shapes(reference, candidates, sections=args.sections)
     paths = {"reference": args.reference, **named}
     result = criticize(critic, reference, candidates, paths=paths, n_bootstrap=args.n_bootstrap,
                        n_permutations=args.n_permutations, outlier_score=args.outlier_score, seed=args.seed,
                        progress=True)
     documents = {"reference": reference, **candidates}
     explain_outliers(result, critic, documents, top=args.top)
-    written = write_report(result, args.out, top=args.top, documents=documents)
+    written = write_report(result, args.out, top=args.top, documents=documents, **flag_rule(args))
     print(result)
     print(f"\nwrote {', '.join(str(p) for p in written.values())}")
     return 0
@@ -265,19 +271,33 @@ def cmd_compare(args) -> int:
 
 def cmd_outliers(args) -> int:
     from .critic import Critic
-    from .criticism import criticize
+    from .criticism import criticize, require_comparable_shapes
     from .panel import explain_outliers
+    from .panel import PanelResult
     from .report import outliers_table
 
     critic = Critic.load(args.critic_dir, device=args.device)
     reference = _read(args, args.reference, "reference", detect=True)[0]
     documents = _read(args, args.input)[0]
+    require_comparable_shapes(reference, {"input": documents}, sections=args.sections)
     result = criticize(critic, reference, {"input": documents},
                        paths={"reference": args.reference, "input": args.input},
                        n_bootstrap=args.n_bootstrap, outlier_score=args.outlier_score, seed=args.seed)
     explain_outliers(result, critic, {"input": documents}, top=args.top, name="input")
+    panel = PanelResult({critic.name: result}, top=len(documents), **flag_rule(args))
     print(outliers_table(result, top=args.top, name="input"))
+    print(f"\n{len(panel.flagged())} of {result.set('input').n} documents flagged: {panel.rule}.")
+    _say_power(panel)
     return 0
+
+
+def _say_power(panel) -> None:
+    """What bounds the flags: on stdout, and the sets where flags cannot fire on stderr too."""
+    for label, lines in panel.power().items():
+        for line in lines:
+            print(f"{label}: {line}")
+            if line.startswith("cannot flag"):
+                print(f"critic: warning: {label}: {line}", file=sys.stderr)
 
 
 def _critic_dirs(named: Sequence[str]) -> dict[str, Path]:
@@ -297,6 +317,7 @@ def _critic_dirs(named: Sequence[str]) -> dict[str, Path]:
 
 def cmd_report(args) -> int:
     from .critic import Critic
+    from .criticism import require_comparable_shapes
     from .panel import add_set_statistics, criticize_panel
     from .report import write_panel_report
 
@@ -315,7 +336,8 @@ def cmd_report(args) -> int:
     candidates = {}
     for name, path in named.items():
         candidates[name], reads[name] = _read(args, path, name)
-    panel = criticize_panel(critics, reference, candidates, reads=reads, level=args.flag_level, top=args.top,
+    require_comparable_shapes(reference, candidates, sections=args.sections)
+    panel = criticize_panel(critics, reference, candidates, reads=reads, **flag_rule(args), top=args.top,
                             paths={"reference": args.reference, **named}, n_bootstrap=args.n_bootstrap,
                             n_permutations=args.n_permutations, outlier_score=args.outlier_score, seed=args.seed,
                             progress=True)
@@ -324,7 +346,9 @@ def cmd_report(args) -> int:
     written = write_panel_report(panel, args.out, documents={"reference": reference, **candidates}, critics=critics,
                                  extra={"critic_dirs": {k: str(v) for k, v in dirs.items()}})
     print(panel)
-    print(f"\n{len(panel.flagged())} flagged document(s); wrote {', '.join(str(p) for p in written.values())}")
+    print(f"\n{len(panel.flagged())} flagged document(s) ({panel.rule})")
+    _say_power(panel)
+    print(f"wrote {', '.join(str(p) for p in written.values())}")
     return 0
 
 
@@ -469,6 +493,10 @@ def _add_fit(p: argparse.ArgumentParser) -> None:
                        help="fit with N seeds (--seed, --seed + 1, ...; N >= 2), score --valid (else the training "
                             "documents) with each and print how well they agree: Latent NLL correlation, top-20 "
                             "outliers shared, matched topics' cosine (OUT.seed_check.json); the first fit is saved")
+        f.add_argument("--calibration-folds", type=fold_count, metavar="K",
+                       help="calibration documents for outlier p-values: score each training document with a critic "
+                            "fitted on the other K - 1 folds (K more fits), beside --valid scored by the critic; 0: "
+                            f"--valid only (default for this critic: {cls.calibration_folds}; docs/outliers.md)")
         common_options(f)
         _input_options(f)
         f.set_defaults(func=cmd_fit)
@@ -520,8 +548,6 @@ def _add_report(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, type=Path, help="report folder (index.html, results.json, ...)")
     p.add_argument("--top", type=positive_int, default=20,
                    help="flag at most this many documents per critic and set (default 20)")
-    p.add_argument("--flag-level", type=probability, default=0.01,
-                   help="flag a document when its outlier p-value is at most this (default 0.01)")
     resampling_options(p)
     p.add_argument("--word-ppl", action="append", type=named_number, default=[], metavar="NAME=VALUE",
                    help="a candidate's word perplexity (from critic lm ppl), shown beside the critics; repeatable")

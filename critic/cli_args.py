@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 from .config import Range
 
-__all__ = ["positive_int", "probability", "named_number", "named_file", "common_options", "resampling_options",
-           "outlier_options", "signature_options", "called_options"]
+__all__ = ["positive_int", "probability", "fold_count", "named_number", "named_file", "common_options", "resampling_options",
+           "outlier_options", "flag_rule", "signature_options", "called_options"]
 
 
 def positive_int(text: str) -> int:
@@ -40,6 +40,17 @@ def probability(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
     if not 0.0 < value <= 1.0:
         raise argparse.ArgumentTypeError(f"must lie in (0, 1], got {value}")
+    return value
+
+
+def fold_count(text: str) -> int:
+    """Cross-fitting folds: 0 (none) or an integer >= 2."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 0 or an integer >= 2, got {text!r}") from None
+    if value < 0 or value == 1:
+        raise argparse.ArgumentTypeError(f"must be 0 (no cross-fitting) or at least 2, got {value}")
     return value
 
 
@@ -86,11 +97,25 @@ def resampling_options(p: argparse.ArgumentParser) -> None:
 
 
 def outlier_options(p: argparse.ArgumentParser) -> None:
-    """``--outlier-score``: every command that ranks documents."""
+    """``--outlier-score`` and the flag rule (``--fdr`` or ``--flag-level``): every command that ranks documents."""
     p.add_argument("--outlier-score", choices=("length", "plain"), default="length",
-                   help="what a document's outlier p-value compares it with: reference documents of similar "
-                        "length (default; a document is not flagged for being short or long) or the whole "
-                        "reference set (plain, kept beside it in documents.jsonl)")
+                   help="what a document's outlier p-value compares it with: real documents (the critic's "
+                        "calibration documents and the reference) of similar length (default; a document is not "
+                        "flagged for being short or long) or all of them (plain, kept beside it in documents.jsonl)")
+    rule = p.add_mutually_exclusive_group()
+    rule.add_argument("--fdr", type=probability, default=None,
+                      help="flag documents whose q-value (Benjamini-Hochberg over each set's outlier p-values) is at "
+                           "most this: at most this share of the flags are expected to be real documents "
+                           "(default 0.1: critic.conformal.FLAG_FDR)")
+    rule.add_argument("--flag-level", type=probability, default=None,
+                      help="instead of --fdr: flag documents whose outlier p-value is at most this, document by "
+                           "document (no multiplicity control)")
+
+
+def flag_rule(args: argparse.Namespace) -> dict[str, float | None]:
+    """The flag rule of :func:`outlier_options` as ``criticize_panel``'s keywords: ``level`` when given (it replaces
+    the FDR rule), ``fdr`` when given (else the panel's default, :data:`critic.conformal.FLAG_FDR`)."""
+    return {"level": args.flag_level, **({} if args.fdr is None else {"fdr": args.fdr})}
 
 
 # ------------------------------------------------------------------ options from a function's signature

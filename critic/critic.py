@@ -41,6 +41,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
+from .calibration import Calibration, cross_fit_calibration
 from .document import Document
 from .io import atomic_directory, atomic_write_text, check_replaceable, sha256_bytes, sha256_file
 from .latent import Prior, cross_entropy, monte_carlo_cross_entropy
@@ -151,8 +152,8 @@ def _tensor_bytes(t: torch.Tensor) -> bytes:
 
 
 def _state_digest(meta: dict[str, Any], tensors: dict[str, torch.Tensor], files: dict[str, str]) -> str:
-    """SHA-256 of what defines a fitted critic: name, params, state, tensors and own files."""
-    head = json.dumps({k: meta[k] for k in ("critic", "params", "state")}, sort_keys=True,
+    """SHA-256 of what defines a fitted critic: name, params, state, calibration, tensors and own files."""
+    head = json.dumps({k: meta[k] for k in ("critic", "params", "state", "calibration") if k in meta}, sort_keys=True,
                       ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     parts = [head.encode("utf-8")]
     for name in sorted(tensors):
@@ -193,26 +194,33 @@ class Critic:
     """Per-document statistics beside ``T(x)/M(x)`` that the outlier p-value combines with it: names of
     :attr:`Projection.extras` whose values are finite numbers, larger meaning less typical.  For what a
     document's latent projection cannot show, such as the share of a document's words a topic model has never
-    seen (its posterior then stays near the prior and ``T(x)`` looks typical).  Each gets a right-tail p-value
-    against the reference like ``T/M``'s; :func:`critic.criticism.outlier_p_values` combines them.  Default:
-    none (the outlier p-value is ``T/M``'s own)."""
+    seen (its posterior then stays near the prior and ``T(x)`` looks typical).  Each is ranked among real
+    documents like ``T/M``; the outlier p-value combines the ranks (:mod:`critic.conformal`).  Default: none (the
+    outlier p-value is ``T/M``'s own)."""
     size_model: str = "bins"
     """How the length-matched outlier p-values (``outlier_score="length"``) take a document's length into account
-    for this critic's statistics: ``"bins"`` (:func:`critic.stats.size_matched_p_values`: against the reference
-    documents of the same length quantile bin; any statistic, discrete ones included) or ``"location-scale"``
-    (:func:`critic.stats.size_model_p_values`: a residual under a location-scale model of the statistic on log
-    length, against the whole reference; for continuous statistics, whose law given the length shifts and
-    scales).  Measured per critic in docs/outliers.md."""
+    for this critic's statistics: ``"bins"`` (:func:`critic.conformal.length_groups`: against the real documents
+    of the same length quantile group; any statistic, discrete ones included) or ``"location-scale"``
+    (:func:`critic.conformal.location_scale_residuals`: a residual under a location-scale model of the statistic
+    on log length, against all the real documents; for continuous statistics, whose law given the length shifts
+    and scales).  Measured per critic in docs/outliers.md."""
+    calibration_folds: int = 5
+    """Folds of the cross-fitting :meth:`calibrate` does by default (:mod:`critic.calibration`): ``K`` more fits,
+    each on ``(K - 1) / K`` of the training documents, to score every training document with a critic that
+    did not see it.  Cheap critics keep 5; a critic whose fit takes minutes sets 0 (its calibration is then its
+    validation documents) and says in its docs how to cross-fit it (``critic fit --calibration-folds K``)."""
 
     def __init_subclass__(cls, **kwargs):
         """A subclass's ``fit`` forgets the hashes of the critic's own files first (see
-        :meth:`_own_files_sha256`): refitting may change files that the JSON state does not show."""
+        :meth:`_own_files_sha256`): refitting may change files that the JSON state does not show; and it forgets
+        the calibration of an earlier fit (:meth:`calibrate`), which scored documents with that fit."""
         super().__init_subclass__(**kwargs)
         fit = cls.__dict__.get("fit")
         if fit is not None and not getattr(fit, "_forgets_files", False):
             @functools.wraps(fit)
             def fit_forgetting_files(self, *args, **kw):
                 self.__dict__.pop("_files_sha256", None)
+                self.__dict__.pop("calibration_", None)
                 return fit(self, *args, **kw)
 
             fit_forgetting_files._forgets_files = True
@@ -271,6 +279,32 @@ class Critic:
         (:mod:`critic.seeds`).  Default: ``None`` (states named by the data, as section types, need no
         matching)."""
         return None
+
+    def calibrate(self, train: Sequence[Document], validation: Sequence[Document] | None = None, *,
+                  folds: int | None = None, seed: int = 0, log=None) -> "Critic":
+        """Keep the scores of real documents this fitted critic was not fitted on, for outlier p-values
+        (:mod:`critic.calibration`): ``train`` cross-fitted in ``folds`` folds (default
+        :attr:`calibration_folds`; 0: none) and the ``validation`` documents.  Call it after :meth:`fit` with the
+        same documents; saved with the critic.  Returns self."""
+        self._require_fitted()
+        self.calibration_ = cross_fit_calibration(self, train, validation,
+                                                  folds=self.calibration_folds if folds is None else folds,
+                                                  seed=seed, log=log)
+        return self
+
+    def fold_params(self, share: float) -> dict[str, Any]:
+        """The settings of a critic that cross-fitting fits on a fold's complement, ``share`` of the training
+        documents (:meth:`calibrate`): by default this critic's own.  A critic whose scores depend on how much it
+        was trained on returns settings that put a fold's scores on the full fit's scale (an add-delta smoothed
+        count model scales delta by ``share``: an unseen event's probability ``delta / (N + delta V)`` is then the
+        full fit's).  Calibration documents scored on another scale than new documents give outlier p-values
+        that are too small (measured in docs/outliers.md)."""
+        return self.get_params()
+
+    @property
+    def calibration(self) -> Calibration | None:
+        """The calibration documents kept by :meth:`calibrate` (``None`` before)."""
+        return getattr(self, "calibration_", None)
 
     # -------------------------------------------------------------- optional: what the HTML report shows
     def report_figures(self, result: Any, documents: Mapping[str, Sequence[Document]]) -> dict[str, Any]:
@@ -486,6 +520,8 @@ class Critic:
         state, tensors = self._get_state()
         meta = {"format_version": FORMAT_VERSION, "critic": self.name, "params": _jsonable(self.get_params()),
                 "state": state, "tensors": sorted(tensors)}
+        if self.calibration is not None:
+            meta["calibration"] = self.calibration.to_state()
         try:
             json.dumps(meta, allow_nan=False)
         except (TypeError, ValueError) as exc:
@@ -572,6 +608,8 @@ class Critic:
             raise CriticLoadError(f"{path}: saved params do not fit {klass.__name__}: {exc}") from None
         try:
             critic._set_state(meta["state"], tensors)
+            if "calibration" in meta:
+                critic.calibration_ = Calibration.from_state(meta["calibration"])
             critic._load_files(path)
             critic._files_sha256 = (_state_digest(*critic._meta(), {}), files)  # the files checked above
         except Exception as exc:  # any damage a hash cannot see becomes one named error

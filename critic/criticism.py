@@ -3,12 +3,13 @@
 For a fitted critic, a reference set (real held-out text) and named candidate
 sets (model samples, corruptions), compute for each set
 
-- per-document ``T(x)``, ``M(x)`` and an outlier score: the right-tail empirical
-  p-value of ``T(x)/M(x)`` against the reference documents of similar length (``outlier_score="length"``,
-  the default: :func:`critic.stats.size_matched_p_values` on word counts, so a document is not flagged
-  for being short or long) or against the whole reference set (``"plain"``, kept beside it either way);
-  for a critic with statistics beside ``T/M`` (:attr:`critic.critic.Critic.outlier_statistics`), the
-  combination of their p-values and ``T/M``'s (:func:`outlier_p_values`), each kept beside it;
+- per-document ``T(x)``, ``M(x)`` and an outlier p-value: the conformal p-value (:mod:`critic.conformal`) of
+  ``T(x)/M(x)`` and the critic's statistics beside it (:attr:`critic.critic.Critic.outlier_statistics`, combined
+  by their ranks) against real documents -- the critic's calibration documents (:mod:`critic.calibration`) and
+  the reference's -- of similar length (``outlier_score="length"``, the default, so a document is not flagged
+  for being short or long) or all of them (``"plain"``, kept beside it either way), with each statistic's own
+  p-value beside it and the Benjamini-Hochberg q-value of the combined one within its set (flags:
+  :mod:`critic.panel`);
 - the Latent NLL (mean of ``T(x)``) with a bootstrap CI and, when ``T(x)`` is
   estimated by Monte Carlo, the standard error of that mean from the samples,
   ``sqrt(sum_x se(x)^2) / n``;
@@ -26,22 +27,27 @@ with fewer than ``min_documents`` documents carries a warning.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
 
-from . import stats
+from . import conformal, stats
+from .calibration import document_digest, outlier_columns, word_counts
 from .critic import Critic, Scores
 from .document import Document, documents_sha256
 from .resources import require_memory
 from .results import Comparison, CriticismResult, DocumentResult, SetResult
 
-__all__ = ["criticize", "summarize", "compare", "compare_sets", "word_counts", "outlier_p_values", "OUTLIER_SCORES", "SIZE_MODELS"]
+__all__ = ["criticize", "summarize", "compare", "compare_sets", "outlier_p_values", "outlier_pool", "shape_mismatch",
+           "require_comparable_shapes",
+           "OutlierPool", "OutlierPValues", "OUTLIER_SCORES", "SIZE_MODELS", "UNTITLED_SHARE"]
 
-SIZE_MODELS = {"bins": stats.size_matched_p_values, "location-scale": stats.size_model_p_values}
-"""How a length-matched p-value takes the length into account, by :attr:`~critic.critic.Critic.size_model`."""
+SIZE_MODELS = ("bins", "location-scale")
+"""How a length-matched p-value takes the length into account, by :attr:`~critic.critic.Critic.size_model`:
+length groups (:func:`critic.conformal.length_groups`) or residuals (:func:`critic.conformal.location_scale_residuals`)."""
 
 _NAN_PAIR = (float("nan"), float("nan"))
 
@@ -55,84 +61,132 @@ def _plain(value):
     return value
 
 
-def outlier_p_values(reference: np.ndarray, values: np.ndarray, *, reference_words: np.ndarray | None = None,
+@dataclass
+class OutlierPValues:
+    """Outlier p-values of ``n`` documents: ``p (n,)`` under the outlier score (the combination of the
+    statistics), ``plain (n,)`` the same against the whole pool, ``components (n, J)`` each statistic's own under
+    the outlier score."""
+
+    p: np.ndarray
+    plain: np.ndarray
+    components: np.ndarray
+
+
+class OutlierPool:
+    """The real documents outlier p-values compare with (:mod:`critic.conformal`): their statistics ``columns
+    (n, J)`` (column 0 ``T/M``, the others the critic's :attr:`~critic.critic.Critic.outlier_statistics`, named
+    ``names``; larger is less typical), word counts ``words (n,)`` and ids.
+
+    ``outlier_score="length"`` compares a document with pool documents of similar length: within length groups
+    (``size_model="bins"``) or on the residuals of a location-scale model on log length fitted on the pool
+    (``"location-scale"``); ``"plain"`` with the whole pool.  Tie-breaking uniforms come from each document's id
+    and ``seed`` (:func:`critic.stats.id_uniforms`), so a document's p-value does not depend on the order of
+    the documents or on which documents share its set.  ``sources`` says where the pool's documents came from."""
+
+    def __init__(self, columns: np.ndarray, words: np.ndarray | None, ids: Sequence[str], *,
+                 names: Sequence[str] = ("latent_nll_per_step",), outlier_score: str = "length",
+                 size_model: str = "bins", seed: int = 0, sources: Mapping[str, int] | None = None) -> None:
+        if outlier_score not in OUTLIER_SCORES:
+            raise ValueError(f"outlier_score must be one of {', '.join(OUTLIER_SCORES)}, got {outlier_score!r}")
+        if size_model not in SIZE_MODELS:
+            raise ValueError(f"size_model must be one of {', '.join(SIZE_MODELS)}, got {size_model!r}")
+        self.columns = np.asarray(columns, dtype=np.float64).reshape(len(ids), -1)
+        self.words = None if words is None else np.asarray(words, dtype=np.float64)
+        self.ids, self.names, self.seed = list(ids), tuple(names), seed
+        self.outlier_score, self.size_model = outlier_score, size_model
+        self.sources = dict(sources or {"reference": len(self.ids)})
+        self._length = outlier_score == "length" and self.words is not None
+
+    def _ties(self, ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Each statistic's tie-breaking uniforms ``(n, J)`` and the combined score's ``(n,)``."""
+        return (np.column_stack([stats.id_uniforms(ids, f"{self.seed}:{name}") for name in self.names]),
+                stats.id_uniforms(ids, f"{self.seed}:outlier"))
+
+    def _prepared(self, columns: np.ndarray, words: np.ndarray | None, length: bool):
+        """``(pool columns, columns, pool groups, groups)`` as the outlier score compares them."""
+        if not length or words is None:
+            return self.columns, columns, None, None
+        if self.size_model == "bins":
+            return (self.columns, columns, *conformal.length_groups(self.words, words))
+        pairs = [conformal.location_scale_residuals(self.columns[:, j], self.words, columns[:, j], words)
+                 for j in range(columns.shape[1])]
+        return np.column_stack([a for a, _ in pairs]), np.column_stack([b for _, b in pairs]), None, None
+
+    def _p_values(self, columns: np.ndarray, words: np.ndarray | None, ids: Sequence[str] | None, length: bool
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """Combined ``(n,)`` and per-statistic ``(n, J)`` p-values of documents (``ids None``: the pool's own)."""
+        pool_columns, values, pool_groups, groups = self._prepared(columns, words, length)
+        pool_ties, pool_tie = self._ties(self.ids)
+        J = pool_columns.shape[1]
+
+        def p_of(keep: list[int]) -> np.ndarray:
+            pool = conformal.ConformalPool(pool_columns[:, keep], pool_ties[:, keep], pool_groups)
+            if ids is None:
+                return pool.own_p_values(pool_tie)
+            ties, tie = self._ties(ids)
+            return pool.p_values(values[:, keep], ties[:, keep], tie, groups)
+
+        combined = p_of(list(range(J)))
+        each = combined[:, None] if J == 1 else np.column_stack([p_of([j]) for j in range(J)])
+        return combined, each
+
+    def p_values(self, columns: np.ndarray, words: np.ndarray | None, ids: Sequence[str]) -> OutlierPValues:
+        """The outlier p-values of documents outside the pool: ``columns (n, J)``, ``words (n,)``, ``ids``."""
+        if not len(ids):
+            return OutlierPValues(np.zeros(0), np.zeros(0), np.zeros((0, self.columns.shape[1])))
+        columns = np.asarray(columns, dtype=np.float64).reshape(len(ids), -1)
+        p, each = self._p_values(columns, words, ids, self._length)
+        plain = self._p_values(columns, words, ids, False)[0] if self._length else p
+        return OutlierPValues(p, plain, each)
+
+    def own_p_values(self) -> OutlierPValues:
+        """Each pool document's outlier p-values against the other pool documents."""
+        p, each = self._p_values(self.columns, self.words, None, self._length)
+        plain = self._p_values(self.columns, self.words, None, False)[0] if self._length else p
+        return OutlierPValues(p, plain, each)
+
+    def describe(self) -> dict[str, Any]:
+        """The pool's size, sources, length groups and the smallest p-value it allows any document (that of its
+        smallest group): what bounds the flags (results.json ``config.calibration``)."""
+        groups = (conformal.length_groups(self.words, self.words)[0] if self._length and self.size_model == "bins"
+                  else np.zeros(len(self.ids), dtype=np.int64))
+        sizes = np.bincount(groups)
+        sizes = sizes[sizes > 0]
+        return {"n": len(self.ids), "sources": self.sources, "groups": int(len(sizes)),
+                "smallest_group": int(sizes.min()), "smallest_p": conformal.smallest_p_value(sizes)}
+
+
+def outlier_p_values(pool: np.ndarray, values: np.ndarray, *, pool_words: np.ndarray | None = None,
                      words: np.ndarray | None = None, outlier_score: str = "length", size_model: str = "bins",
-                     tie_break: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Outlier p-values of documents with statistics ``values (n, J)`` against reference documents' ``reference
-    (n_ref, J)``.
-
-    Column 0 is ``T(x)/M(x)``, the others the critic's :attr:`~critic.critic.Critic.outlier_statistics`; in
-    every column a larger value is less typical.  Column ``j`` has the right-tail empirical p-value ``p_j(x)``
-    against the reference documents of similar word count (``outlier_score="length"`` with ``words`` given:
-    :func:`critic.stats.size_matched_p_values` with ``size_model="bins"``, or the residual of a location-scale
-    model on length, :func:`critic.stats.size_model_p_values`, with ``"location-scale"``: the critic's
-    :attr:`~critic.critic.Critic.size_model`) or against all of them (``"plain"``:
-    :func:`critic.stats.empirical_p_values`).  The outlier p-value is their Sidak combination
-
-        p(x) = 1 - (1 - min_j p_j(x))^J,
-
-    the chance that the smallest of ``J`` independent uniform p-values is at most ``min_j p_j(x)``: uniform on
-    real documents when the statistics are independent, and under any dependence between them
-    ``P(p <= a) <= J (1 - (1 - a)^(1/J)) <= -log(1 - a)`` (0.0513 at a = 0.05; Bonferroni's bound on the
-    minimum).  With ``J = 1`` it is ``p_1`` itself.  ``tie_break (n, J)``: each column's ties broken as
-    :func:`critic.stats.empirical_p_values` breaks them (so a discrete statistic's p-values are uniform too).
-
-    Returns ``(p, plain, components)``: ``p (n,)`` under ``outlier_score``, ``plain (n,)`` the combination of the
-    plain p-values, and ``components (n, J)`` the columns' own p-values under ``outlier_score``.
-    """
-    reference, values = (np.asarray(a, dtype=np.float64) for a in (reference, values))
-    reference, values = (a[:, None] if a.ndim == 1 else a for a in (reference, values))
-    columns = range(values.shape[1])
-    ties = [None if tie_break is None else np.asarray(tie_break)[:, j] for j in columns]
-    plain = np.stack([stats.empirical_p_values(reference[:, j], values[:, j], tie_break=ties[j]) for j in columns],
-                     axis=1)
-    if size_model not in SIZE_MODELS:
-        raise ValueError(f"size_model must be one of {', '.join(SIZE_MODELS)}, got {size_model!r}")
-    matched = plain
-    if outlier_score == "length" and words is not None and len(values):
-        ref_words = words if reference_words is None else reference_words
-        matched = np.stack([SIZE_MODELS[size_model](reference[:, j], ref_words, values[:, j], words,
-                                                    tie_break=ties[j]) for j in columns], axis=1)
-
-    def combined(p: np.ndarray) -> np.ndarray:
-        return p[:, 0] if p.shape[1] == 1 else 1.0 - (1.0 - p.min(axis=1)) ** p.shape[1]
-
-    return combined(matched), combined(plain), matched
-
-
-def _outlier_columns(scores: Scores, statistics: Sequence[str]) -> np.ndarray:
-    """``(n, 1 + len(statistics))``: each document's ``T/M`` and its values of the named extras (which every
-    projection carries, :meth:`critic.critic.Critic._validate_projection`; a set with no document has none)."""
-    return np.column_stack([scores.latent_nll / scores.latent_steps]
-                           + [np.asarray(scores.extras.get(s, []), dtype=np.float64) for s in statistics])
+                     seed: int = 0) -> OutlierPValues:
+    """Outlier p-values of documents ``values (n, J)`` against a pool of real documents' ``pool (n_pool, J)``
+    (:class:`OutlierPool`, with ids ``pool:i`` and ``doc:i``): for simulations and benchmarks."""
+    pool, values = (np.asarray(a, dtype=np.float64) for a in (pool, values))
+    pool, values = (a[:, None] if a.ndim == 1 else a for a in (pool, values))
+    names = [f"s{j}" for j in range(pool.shape[1])]
+    scorer = OutlierPool(pool, pool_words, [f"pool:{i}" for i in range(len(pool))], names=names,
+                         outlier_score=outlier_score, size_model=size_model, seed=seed)
+    return scorer.p_values(values, words, [f"doc:{i}" for i in range(len(values))])
 
 
 def summarize(
     name: str,
     scores: Scores,
     *,
-    reference_columns: np.ndarray | None = None,
+    outliers: OutlierPValues,
     statistics: Sequence[str] = (),
     words: np.ndarray | None = None,
-    reference_words: np.ndarray | None = None,
-    outlier_score: str = "length",
-    size_model: str = "bins",
     n_bootstrap: int = 1000,
     level: float = 0.95,
     seed: int = 0,
     min_documents: int = 10,
 ) -> SetResult:
-    """Set statistics of one set's :class:`Scores` (see module docstring).  ``reference_columns``: the reference
-    documents' ``T/M`` and ``statistics`` (:func:`outlier_p_values`; ``None``: this set is the reference)."""
+    """Set statistics of one set's :class:`Scores` (see module docstring), with its documents' outlier p-values
+    ``outliers`` (:class:`OutlierPool`) and their Benjamini-Hochberg q-values within the set."""
     per_step = scores.latent_nll / scores.latent_steps
-    columns = _outlier_columns(scores, statistics)
-    ref = columns if reference_columns is None else reference_columns
     names = ["latent_nll_per_step", *statistics]
-    ties = np.column_stack([stats.id_uniforms(scores.doc_ids, f"{seed}:{name}") for name in names]) if scores.n \
-        else None
-    p_values, plain, components = outlier_p_values(ref, columns, reference_words=reference_words, words=words,
-                                                   outlier_score=outlier_score, size_model=size_model,
-                                                   tie_break=ties)
+    p_values, plain, components = outliers.p, outliers.plain, outliers.components
+    q_values = conformal.bh_q_values(p_values)
     stderr = scores.latent_nll_stderr
     docs = [
         DocumentResult(
@@ -141,6 +195,7 @@ def summarize(
             latent_steps=float(scores.latent_steps[i]),
             latent_nll_per_step=float(per_step[i]),
             outlier_p_value=float(p_values[i]),
+            q_value=float(q_values[i]),
             unknown=int(scores.unknown.get(doc_id, 0)),
             latent_nll_stderr=None if stderr is None else float(stderr[i]),
             extras={k: _plain(v[i]) for k, v in scores.extras.items()},
@@ -226,10 +281,69 @@ OUTLIER_SCORES = ("length", "plain")
 """What outlier p-values compare a document with: reference documents of similar length, or all of them."""
 
 
-def word_counts(docs: Sequence[Document], ids: Sequence[str]) -> np.ndarray:
-    """Each scored document's word count (whitespace tokens of its text), in the order of ``ids``."""
-    count = {d.id: len(d.text.split()) for d in docs}
-    return np.array([count[i] for i in ids], dtype=np.int64)
+def outlier_pool(critic: Critic, reference: Sequence[Document], ref_scores: Scores, *, outlier_score: str = "length",
+                 seed: int = 0) -> tuple[OutlierPool, list[str]]:
+    """The real documents a critic's outlier p-values compare with: its calibration documents
+    (:attr:`~critic.critic.Critic.calibration`, :mod:`critic.calibration`) and the reference's scored documents
+    (``ref_scores``), last; a calibration document that is also a reference document counts once (as the
+    reference's).  Returns the pool and notes on what was left out and why."""
+    statistics = tuple(critic.outlier_statistics)
+    columns, words = outlier_columns(ref_scores, statistics), word_counts(reference, ref_scores.doc_ids)
+    ids, sources, notes = list(ref_scores.doc_ids), {"reference": ref_scores.n}, []
+    calibration = critic.calibration
+    if calibration is not None and tuple(calibration.statistics) != statistics:
+        notes.append(f"the critic's calibration has the statistics {list(calibration.statistics)}, the critic "
+                     f"{list(statistics)}: left out (refit the critic)")
+        calibration = None
+    if calibration is not None and len(calibration):
+        scored = set(ref_scores.doc_ids)
+        calibration = calibration.without({document_digest(d) for d in reference if d.id in scored})
+        columns, words = np.vstack([calibration.columns, columns]), np.concatenate([calibration.words, words])
+        ids = calibration.ids + ids
+        sources = {**{k: v for k, v in calibration.sources.items() if v}, **sources}
+        if sum(calibration.sources.values()) > len(calibration):
+            notes.append(f"{sum(calibration.sources.values()) - len(calibration)} calibration documents are also "
+                         "reference documents: counted once")
+    return OutlierPool(columns, words, ids, names=["latent_nll_per_step", *statistics], outlier_score=outlier_score,
+                       size_model=critic.size_model, seed=seed, sources=sources), notes
+
+
+UNTITLED_SHARE = 0.9
+"""A set whose documents are at least this share single untitled sections, against a reference of at most
+``1 - UNTITLED_SHARE`` such documents, has not the reference's shape (:func:`shape_mismatch`)."""
+
+
+def _single_untitled(docs: Sequence[Document]) -> float:
+    return sum(len(d.sections) == 1 and not d.sections[0].title for d in docs) / max(len(docs), 1)
+
+
+def shape_mismatch(reference: Sequence[Document], docs: Sequence[Document]) -> str | None:
+    """Why a set's documents cannot be compared with the reference's as they were read, or ``None``: nearly all
+    of them one untitled section while nearly no reference document is (generations with Markdown headings
+    read without ``--sections``, for one).  A section critic would then find every document unlikely for the
+    way it was read, not for what the model wrote."""
+    share, ref_share = _single_untitled(docs), _single_untitled(reference)
+    if not docs or share < UNTITLED_SHARE or ref_share > 1.0 - UNTITLED_SHARE:
+        return None
+    return (f"{share:.0%} of the documents are one untitled section, against {ref_share:.0%} of the reference's: "
+            "their sections were not read (--sections markdown or separator:STRING), or the model writes none")
+
+
+def require_comparable_shapes(reference: Sequence[Document], candidates: Mapping[str, Sequence[Document]], *,
+                              sections: str, option: str = "--sections") -> None:
+    """Stop before any document is scored when a candidate set cannot be compared with the reference as it was read
+    (:func:`shape_mismatch`) and nobody said how its sections are written: under ``sections="auto"`` (the reader's
+    default, :mod:`critic.inputs`) a ``ValueError`` names the set and the fix (``option``: how the setting is
+    given, ``--sections`` or a config's ``[inputs] sections``); a mode given explicitly is taken as meant, and the
+    mismatch stays a warning of the set's result."""
+    if sections != "auto":
+        return
+    for name, docs in candidates.items():
+        why = shape_mismatch(reference, docs)
+        if why:
+            raise ValueError(f"candidate set {name!r}: {why}. Say how their sections are written ({option} "
+                             f"separator:STRING, or markdown), or give {option} none to criticise each as one "
+                             "untitled section")
 
 
 def _check_settings(n_bootstrap: int, n_permutations: int, level: float, min_documents: int) -> None:
@@ -288,19 +402,24 @@ def criticize(
         raise ValueError("no reference document could be projected: "
                          + "; ".join(f"{k}: {v}" for k, v in list(ref_scores.skipped.items())[:5]))
     statistics = tuple(critic.outlier_statistics)
-    ref_columns = _outlier_columns(ref_scores, statistics)
-    ref_words = word_counts(reference, ref_scores.doc_ids)
-    kwargs = dict(n_bootstrap=n_bootstrap, level=level, seed=seed, min_documents=min_documents,
-                  outlier_score=outlier_score, size_model=critic.size_model, statistics=statistics)
-    ref_result = summarize(reference_name, ref_scores, words=ref_words, **kwargs)
-    if ref_scores.n < min_documents:
-        ref_result.warnings.append("outlier p-values are against fewer than "
-                                   f"{min_documents} reference documents")
+    pool, notes = outlier_pool(critic, reference, ref_scores, outlier_score=outlier_score, seed=seed)
+    own = pool.own_p_values()
+    n_ref = ref_scores.n  # the reference's documents are the pool's last rows
+    ref_outliers = OutlierPValues(own.p[-n_ref:], own.plain[-n_ref:], own.components[-n_ref:])
+    kwargs = dict(n_bootstrap=n_bootstrap, level=level, seed=seed, min_documents=min_documents, statistics=statistics)
+    ref_result = summarize(reference_name, ref_scores, outliers=ref_outliers, words=pool.words[-n_ref:]
+                           if pool.words is not None else None, **kwargs)
+    if len(pool.ids) < min_documents:
+        ref_result.warnings.append(f"outlier p-values are against fewer than {min_documents} real documents")
     results = {}
     for name, docs in candidates.items():
         scores = critic.score(docs, progress=progress, seed=seed)
-        result = summarize(name, scores, reference_columns=ref_columns, words=word_counts(docs, scores.doc_ids),
-                           reference_words=ref_words, **kwargs)
+        words = word_counts(docs, scores.doc_ids)
+        outliers = pool.p_values(outlier_columns(scores, statistics), words, scores.doc_ids)
+        result = summarize(name, scores, outliers=outliers, words=words, **kwargs)
+        shape = shape_mismatch(reference, docs)
+        if shape:
+            result.warnings.append(shape)
         result.comparison, result.ppl_comparison = compare(ref_scores, scores, n_bootstrap=n_bootstrap,
                                                            n_permutations=n_permutations, level=level, seed=seed)
         results[name] = result
@@ -310,7 +429,8 @@ def criticize(
               for name, docs in {reference_name: reference, **candidates}.items()]
     config = {"n_bootstrap": n_bootstrap, "n_permutations": n_permutations, "level": level, "seed": seed,
               "outlier_score": outlier_score, "size_model": critic.size_model, "outlier_statistics": list(statistics),
-              "min_documents": min_documents, "latent_nll_estimator": ref_scores.estimator}
+              "min_documents": min_documents, "latent_nll_estimator": ref_scores.estimator,
+              "calibration": {**pool.describe(), **({"notes": notes} if notes else {})}}
     try:
         state_sha256 = critic.state_sha256()
     except NotImplementedError:  # a critic without save support has no state hash

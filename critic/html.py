@@ -106,8 +106,10 @@ def report_warnings(panel: PanelResult) -> list[str]:
     ``fit_warnings``), a set mostly skipped (with the main reasons), a set too small for a CI, lines the
     reader skipped."""
     out = []
+    power = panel.power()
     for label, result in panel.results.items():
         out += [f"{label}: {w}" for w in result.critic.get("warnings", [])]
+        out += [f"{label}: {line}" for line in power[label] if line.startswith("cannot flag")]
         for s in result.sets:
             total = s.n + s.n_skipped
             if total and s.n_skipped * 2 > total:
@@ -123,6 +125,7 @@ def report_warnings(panel: PanelResult) -> list[str]:
         if skipped:
             out.append(f"reading '{name}' ({read.get('path')}): skipped "
                        + ", ".join(f"{k} {why}" for why, k in skipped.items()))
+        out += [f"reading '{name}' ({read.get('path')}): {warning}" for warning in read.get("warnings") or []]
     return out
 
 
@@ -171,8 +174,8 @@ def summary_html(results: Mapping[str, CriticismResult]) -> str:
 def _outlier_table(panel: PanelResult, flags: list[Flag]) -> str:
     labels = list(panel.results)
     head = ("<tr><th class=\"l sort\">set</th><th class=\"l sort\">document</th><th class=\"sort\">critics</th>"
-            "<th class=\"sort\">min p</th>" + "".join(f"<th class=\"sort\">p ({_e(lb)})</th>" for lb in labels)
-            + "<th class=\"l\">why</th></tr>")
+            "<th class=\"sort\">min q</th><th class=\"sort\">min p</th>"
+            + "".join(f"<th class=\"sort\">p ({_e(lb)})</th>" for lb in labels) + "<th class=\"l\">why</th></tr>")
     rows = []
     for k, f in enumerate(flags):
         why = "".join(f"<div data-critic=\"{_e(lb)}\"><span class=\"muted\">{_e(lb)}:</span> {_e('; '.join(lines))}</div>"
@@ -186,6 +189,7 @@ def _outlier_table(panel: PanelResult, flags: list[Flag]) -> str:
                     f"<td class=\"l\" data-v=\"{_e(f.set)}\">{_e(f.set)}</td>"
                     f"<td class=\"l\" data-v=\"{_e(f.id)}\"><a href=\"documents/{k}.html\">{_e(f.id)}</a></td>"
                     f"<td data-v=\"{len(f.by)}\">{len(f.by)} {badges}</td>"
+                    f"<td data-v=\"{f.min_q_value:.6g}\">{number(f.min_q_value, '.4f')}</td>"
                     f"<td data-v=\"{f.min_p_value:.6g}\">{number(f.min_p_value, '.4f')}</td>{cells}"
                     f"<td class=\"l why\">{why}</td></tr>")
     controls = ("<p><label>filter <input id=\"filter-text\" type=\"search\" placeholder=\"set, id or critic\"></label> "
@@ -193,11 +197,22 @@ def _outlier_table(panel: PanelResult, flags: list[Flag]) -> str:
                 + "".join(f"<option value=\"{k}\">{k}</option>" for k in range(1, len(labels) + 1))
                 + "</select> critic(s)</label> <span id=\"filter-count\" class=\"muted\"></span></p>")
     scores = sorted({r.outlier_note for r in panel.results.values()})
-    rule = (f"A document is flagged by a critic when it is among the {panel.top} least likely of its set under "
-            f"that critic and its outlier p-value ({'; '.join(scores)}) is at most {panel.level:g}. Why: what "
-            "each critic's prior finds least likely in the document, most important first.")
+    rule = (f"A flag: {panel.rule} (at most {panel.top} per critic and set, the least likely). Outlier p: "
+            f"{'; '.join(scores)}. Documents flagged by several critics come first, then by their smallest q-value. "
+            "Why: what each critic's prior finds least likely in the document, most important first.")
     return (controls + f"<table id=\"outliers\"><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
             f"<p class=\"muted\">{_e(rule)}</p>")
+
+
+def _power_html(panel: PanelResult) -> str:
+    """Per critic: how many documents it flags in each set, and what its outlier p-values compare with."""
+    counts = panel.flag_counts()
+    items = []
+    for label, lines in panel.power().items():
+        flagged = ", ".join(f"{_e(name)} {k}" for name, k in counts[label].items())
+        items.append(f"<li><b>{_e(label)}</b>: flagged {flagged}. " + " ".join(_e(line) + "." for line in lines)
+                     + "</li>")
+    return f"<p>Flags: {_e(panel.rule)}.</p><ul id=\"power\">{''.join(items)}</ul>"
 
 
 def render_index(panel: PanelResult, flags: list[Flag], figures: Mapping[str, Mapping[str, str]]) -> str:
@@ -210,7 +225,7 @@ def render_index(panel: PanelResult, flags: list[Flag], figures: Mapping[str, Ma
     if warnings:
         parts.append("<div id=\"warnings\">" + "".join(f"<div class=\"warn\">⚠ {_e(w)}</div>" for w in warnings)
                      + "</div>")
-    parts += ["<h2>Summary</h2>", summary_html(panel.results)]
+    parts += ["<h2>Summary</h2>", summary_html(panel.results), _power_html(panel)]
     for label, captions in figures.items():
         parts.append(f"<h2>{_e(label)}</h2>")
         parts += [f"<figure>{svg}<figcaption>{_e(caption)}</figcaption></figure>" for caption, svg in captions.items()]

@@ -7,8 +7,9 @@ per-sample logs (``lm-eval``), Parquet (``parquet``), a folder written by ``data
 (``lines``) and one text file with a separator between generations (``text``).  ``auto``
 (:func:`detect_format`) tells them apart by suffix, folder contents and the first JSON line.
 
-Free text becomes a :class:`Document` with one untitled section, or sections split at Markdown headings
-or at a separator (:attr:`InputOptions.sections`).  Text from a field (JSON, Arrow) is kept verbatim;
+Free text becomes a :class:`Document` with sections as :attr:`InputOptions.sections` says: by default
+(``auto``) split at its Markdown headings when it has any, else one untitled section; or always one untitled
+section, or always split at headings or at a separator.  Text from a field (JSON, Arrow) is kept verbatim;
 text cut from a plain-text file (a line, a piece between separators, a ``.txt`` file) loses its
 surrounding whitespace.  A missing id is made up as ``NAME:LINE`` (``NAME:ROW`` for Arrow formats).
 
@@ -28,11 +29,15 @@ from typing import Any, Iterator
 
 from .document import Document, DocumentError, Section, _json_type, collector_paused, iter_json_lines, iter_jsonl
 
-__all__ = ["InputOptions", "ReadReport", "InputFormat", "FORMATS", "iter_documents", "read_documents",
-           "detect_format", "split_sections", "add_arguments", "options_from_args", "read_with_args"]
+__all__ = ["InputOptions", "ReadReport", "InputFormat", "FORMATS", "LM_EVAL_TEXTS", "iter_documents",
+           "read_documents", "detect_format", "split_sections", "add_arguments", "options_from_args",
+           "read_with_args"]
 
 BATCH_ROWS = 1024
 """Rows per record batch read from a Parquet file (it is never loaded whole)."""
+
+LM_EVAL_TEXTS = ("continuation", "prompt+continuation")
+"""What an lm-eval sample's document holds (:attr:`InputOptions.lm_eval_text`)."""
 
 
 @dataclass(frozen=True)
@@ -40,26 +45,32 @@ class InputOptions:
     """How to read an input: its format and, for free text, where the text, id and sections are.
 
     ``format`` is ``"auto"`` or a key of :data:`FORMATS`.  ``text_field`` and ``id_field`` name the
-    fields of ``text-jsonl``, ``parquet`` and ``datasets`` records.  ``sections`` is ``"none"`` (one
-    untitled section), ``"markdown"`` (see :func:`split_sections`) or ``"separator:STRING"``.
-    ``separator`` is what stands between generations in a ``text`` file.
+    fields of ``text-jsonl``, ``parquet`` and ``datasets`` records.  ``sections`` is ``"auto"``
+    (``markdown`` for a text with a Markdown heading, else ``none``, decided per document), ``"none"``
+    (one untitled section), ``"markdown"`` (see :func:`split_sections`) or ``"separator:STRING"``.
+    ``separator`` is what stands between generations in a ``text`` file.  ``lm_eval_text`` is what an
+    lm-eval sample's document holds: the generation alone (``"continuation"``) or the request's prompt
+    followed by it (``"prompt+continuation"``, the text the model saw and wrote).
     """
 
     format: str = "auto"
     text_field: str = "text"
     id_field: str = "id"
-    sections: str = "none"
+    sections: str = "auto"
     separator: str | None = None
+    lm_eval_text: str = "continuation"
 
     def __post_init__(self) -> None:
         if self.format != "auto" and self.format not in FORMATS:
             raise DocumentError(f"unknown input format {self.format!r}; choose auto, {', '.join(FORMATS)}")
-        if self.sections not in ("none", "markdown") and not (
+        if self.sections not in ("auto", "none", "markdown") and not (
                 self.sections.startswith("separator:") and len(self.sections) > len("separator:")):
-            raise DocumentError(f"unknown sections mode {self.sections!r}; choose none, markdown or "
+            raise DocumentError(f"unknown sections mode {self.sections!r}; choose auto, none, markdown or "
                                 "separator:STRING")
         if self.separator == "":
             raise DocumentError("the separator between generations is empty")
+        if self.lm_eval_text not in LM_EVAL_TEXTS:
+            raise DocumentError(f"unknown lm-eval text {self.lm_eval_text!r}; choose {' or '.join(LM_EVAL_TEXTS)}")
 
 
 @dataclass
@@ -69,7 +80,10 @@ class ReadReport:
     ``skipped`` counts records that gave no document by reason, ``examples`` holds the first place
     (``FILE:LINE``, ``FOLDER row N``, a file) of each reason, ``generated_ids`` counts ids made up as
     ``NAME:LINE`` and ``dropped_metadata`` counts, per field, values left out of metadata because
-    they are not JSON (an Arrow timestamp, bytes, NaN).
+    they are not JSON (an Arrow timestamp, bytes, NaN).  ``sectioned_by_headings`` counts documents
+    that ``--sections auto`` split at their Markdown headings (the others are one untitled section),
+    so a set read partly one way and partly the other shows it.  ``warnings`` says what was read as
+    asked but likely not as meant (Markdown headings read with ``--sections none``).
     """
 
     path: str = ""
@@ -80,6 +94,8 @@ class ReadReport:
     examples: dict[str, str] = field(default_factory=dict)
     generated_ids: int = 0
     dropped_metadata: Counter[str] = field(default_factory=Counter)
+    sectioned_by_headings: int = 0
+    warnings: list[str] = field(default_factory=list)
 
     def skip(self, reason: str, where: str) -> None:
         """Count one record skipped for ``reason``, remembering where the first one was."""
@@ -95,6 +111,11 @@ class ReadReport:
                             for reason, n in self.skipped.items())
         return f"skipped {self.skipped.total()}: {reasons}"
 
+    def worth_saying(self) -> bool:
+        """Whether :meth:`summary` tells more than the count: a skip, made-up ids, documents split at
+        headings by ``--sections auto``, or a warning (commands print it on stderr then)."""
+        return bool(self.skipped or self.generated_ids or self.sectioned_by_headings or self.warnings)
+
     def summary(self) -> str:
         """One line for stderr, e.g. ``gens.jsonl: 998 documents (text-jsonl); skipped 2: empty text
         (first at gens.jsonl:17); 998 ids made as gens:LINE``."""
@@ -106,12 +127,16 @@ class ReadReport:
         if self.dropped_metadata:
             parts.append("not JSON, left out of metadata: "
                          + ", ".join(f"{key} ×{n}" for key, n in self.dropped_metadata.items()))
+        if self.sectioned_by_headings:
+            parts.append(f"{self.sectioned_by_headings} split at Markdown headings (--sections auto)")
+        parts += [f"warning: {warning}" for warning in self.warnings]
         return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "format": self.format, "n_read": self.n_read, "skipped": dict(self.skipped),
                 "examples": dict(self.examples), "generated_ids": self.generated_ids,
-                "dropped_metadata": dict(self.dropped_metadata)}
+                "dropped_metadata": dict(self.dropped_metadata),
+                "sectioned_by_headings": self.sectioned_by_headings, "warnings": list(self.warnings)}
 
 
 # ------------------------------------------------------------------ from free text to documents
@@ -125,8 +150,10 @@ def split_sections(text: str, mode: str) -> list[Section]:
     a space is the title of the section below it (not inside a ```` ``` ```` or ``~~~`` code fence);
     text before the first heading is an untitled first section when it is not blank.
     ``separator:STRING``: untitled sections between the STRINGs, blank ones dropped.  In these two
-    modes section texts lose their surrounding whitespace.
+    modes section texts lose their surrounding whitespace.  ``auto``: ``markdown`` when the text has a
+    heading with a non-blank title, else ``none`` (:func:`_sections_mode`).
     """
+    mode = _sections_mode(text, mode)
     if mode == "none":
         return [Section(None, text)]
     if mode.startswith("separator:"):
@@ -135,11 +162,7 @@ def split_sections(text: str, mode: str) -> list[Section]:
     sections: list[Section] = []
     title: str | None = None
     body: list[str] = []
-    in_fence = False
-    for line in text.splitlines():
-        if line.startswith(("```", "~~~")):
-            in_fence = not in_fence
-        heading = None if in_fence else _HEADING.fullmatch(line)
+    for line, heading in _markdown_lines(text):
         if heading is None:
             body.append(line)
             continue
@@ -151,6 +174,32 @@ def split_sections(text: str, mode: str) -> list[Section]:
     return sections
 
 
+def _markdown_lines(text: str) -> Iterator[tuple[str, re.Match | None]]:
+    """Each line of ``text`` with its Markdown heading match, ``None`` for a line of text (inside a
+    ```` ``` ```` or ``~~~`` code fence a ``#`` line is code, a shell or Python comment)."""
+    in_fence = False
+    for line in text.splitlines():
+        if line.startswith(("```", "~~~")):
+            in_fence = not in_fence
+        yield line, None if in_fence else _HEADING.fullmatch(line)
+
+
+def _has_titled_heading(text: str) -> bool:
+    """Whether ``text`` has a Markdown heading with a non-blank title.  A bare ``#`` line does not count:
+    a degenerate generation of ``"# "`` lines is no sectioned document, and auto must not turn it into
+    many empty sections with empty titles."""
+    return any(heading is not None and heading.group(2).strip() for _, heading in _markdown_lines(text))
+
+
+def _sections_mode(text: str, mode: str) -> str:
+    """The mode ``text`` is cut in: ``auto`` becomes ``markdown`` when the text has a titled heading, else
+    ``none``; other modes are kept.  Decided per document, so a document's sections never depend on the
+    other documents of its file."""
+    if mode != "auto":
+        return mode
+    return "markdown" if _has_titled_heading(text) else "none"
+
+
 def _is_json(value: Any) -> bool:
     try:
         json.dumps(value, allow_nan=False)
@@ -160,17 +209,21 @@ def _is_json(value: Any) -> bool:
 
 
 class _Builder:
-    """Turns one input's generations into documents: skips empty text, makes and checks ids."""
+    """Turns one input's generations into documents: skips empty text, makes and checks ids, counts
+    how the sections were found (:meth:`finish` turns the counts into the report's warnings)."""
 
     def __init__(self, name: str, options: InputOptions, report: ReadReport) -> None:
         self.name, self.options, self.report = name, options, report
         self.seen: dict[str, str] = {}
+        self.n_made = 0
+        self.n_unsplit_headings = 0  # documents with Markdown headings read as one section (--sections none)
 
     def document(self, where: str, number: int, text: str, doc_id: str | None = None,
                  metadata: dict[str, Any] | None = None) -> Document | None:
         """The document of one generation found at ``where`` (``number``: its line or row), or
         ``None`` when it is skipped; ``doc_id`` ``None`` makes the id ``NAME:NUMBER``."""
-        sections = split_sections(text, self.options.sections) if text.strip() else []
+        mode = _sections_mode(text, self.options.sections)
+        sections = split_sections(text, mode) if text.strip() else []
         if not sections:
             self.report.skip("empty text", where)
             return None
@@ -180,7 +233,25 @@ class _Builder:
         if doc_id in self.seen:
             raise DocumentError(f"{where}: duplicate document id {doc_id!r} (first at {self.seen[doc_id]})")
         self.seen[doc_id] = where
+        self._count_sections(text, mode)
         return Document(id=doc_id, sections=tuple(sections), metadata=metadata or {})
+
+    def _count_sections(self, text: str, mode: str) -> None:
+        """Count a document made: split at headings by ``auto``, or read whole with headings by ``none``."""
+        self.n_made += 1
+        if self.options.sections == "auto" and mode == "markdown":
+            self.report.sectioned_by_headings += 1
+        elif self.options.sections == "none" and _has_titled_heading(text):
+            self.n_unsplit_headings += 1
+
+    def finish(self) -> None:
+        """After the last document: warn when most documents were read whole under ``--sections none``
+        though they have Markdown headings.  Not an error (it is what was asked), but a section critic
+        then sees one untitled section per document and its verdict is meaningless."""
+        if self.n_unsplit_headings * 2 > self.n_made:
+            self.report.warnings.append(
+                f"{self.n_unsplit_headings} of {self.n_made} documents have Markdown headings but --sections none "
+                "reads each as one untitled section: use --sections auto or markdown")
 
     def record(self, where: str, number: int, record: Any) -> Document | None:
         """The document of one JSON object or Arrow row with the text and id fields of the options."""
@@ -285,8 +356,12 @@ class LmEvalFormat(InputFormat):
     Each line is one document of a task: ``doc_id``, ``doc``, ``target``, ``arguments`` (the requests'
     arguments), ``resps`` (the raw responses, one list per request) and ``filtered_resps``.  The text
     is the raw generation ``resps[0][0]`` (a filter may cut it down to an extracted answer), else
-    ``filtered_resps[0]``.  A task with several filters logs each document once per filter, with the
-    same ``resps``: lines of filters other than the first one's are skipped and counted.
+    ``filtered_resps[0]``.  A task run with ``repeats`` holds several generations in ``resps[0]``:
+    each is a document, ``DOC_ID/R`` (R = 0, 1, ...) with ``repeat: R`` in its metadata; a single
+    generation keeps the id ``DOC_ID``.  With ``lm_eval_text="prompt+continuation"`` the text is the
+    request's context immediately followed by the generation (the model continued it verbatim).  A
+    task with several filters logs each document once per filter, with the same ``resps``: lines of
+    filters other than the first one's are skipped and counted.
     """
 
     name = "lm-eval"
@@ -304,43 +379,66 @@ class LmEvalFormat(InputFormat):
             elif obj.get("filter") != first_filter:
                 build.report.skip(f"filter {obj.get('filter')!r} (same generations as {first_filter!r})", where)
                 continue
-            text = _lm_eval_text(obj, where, build.report)
+            generations = _lm_eval_generations(obj, where)
+            prompt = _lm_eval_prompt(obj, where) if options.lm_eval_text == "prompt+continuation" else ""
             doc_id = _record_id(obj["doc_id"], where, "doc_id")
             metadata = {"task": task["task"]} if task else {}
             if "target" in obj:
                 metadata["target"] = obj["target"]
-            doc = build.document(where, _line_number(where), text, doc_id, metadata)
-            if doc is not None:
-                yield doc
+            repeated = len(generations) > 1
+            for r, generation in enumerate(generations):
+                # a blank generation stays blank (skipped and counted as empty), prompt or not
+                text = prompt + generation if generation.strip() else generation
+                doc = build.document(where, _line_number(where), text, f"{doc_id}/{r}" if repeated else doc_id,
+                                     {**metadata, "repeat": r} if repeated else metadata)
+                if doc is not None:
+                    yield doc
 
 
-def _lm_eval_text(obj: dict, where: str, report: ReadReport) -> str:
+def _lm_eval_generations(obj: dict, where: str) -> list[str]:
+    """A sample's generations: every one of ``resps[0]`` (several when the task ran with ``repeats``),
+    else ``filtered_resps[0]``; :class:`DocumentError` for the log of a task that generates nothing."""
     resps, filtered = obj.get("resps"), obj.get("filtered_resps")
     first = resps[0] if _non_empty_list(resps) and _non_empty_list(resps[0]) else None
-    text = first[0] if first else filtered[0] if _non_empty_list(filtered) else None
-    if not isinstance(text, str) or not _takes_generation_arguments(obj.get("arguments")):
+    generations = first if first else [filtered[0]] if _non_empty_list(filtered) else [None]
+    if not all(isinstance(g, str) for g in generations) or not _takes_generation_arguments(obj.get("arguments")):
         shown = json.dumps(resps if resps is not None else filtered)
         raise DocumentError(f"{where}: not the output of a generation task (resps: {shown[:80]}); a "
                             "loglikelihood task logs [logprob, is_greedy] and loglikelihood_rolling a "
                             "log-likelihood: criticise the samples of a generate_until task")
-    for _ in (first or [])[1:]:
-        report.skip("repeated samples after the first", where)
-    return text
+    return generations
+
+
+def _lm_eval_prompt(obj: dict, where: str) -> str:
+    """The context of a sample's first request, the prompt its generations continue; without one
+    (no ``arguments``, or not a string first) :class:`DocumentError` saying the option that asked."""
+    request = _first_request(obj.get("arguments"))
+    context = request[0] if isinstance(request, list) and request else None
+    if not isinstance(context, str):
+        shown = json.dumps(obj.get("arguments"))
+        raise DocumentError(f"{where}: --lm-eval-text prompt+continuation needs the prompt, the first request's "
+                            f"context, and this sample has none (arguments: {shown[:80]}); criticise the "
+                            "generations alone with --lm-eval-text continuation")
+    return context
 
 
 def _non_empty_list(value: Any) -> bool:
     return isinstance(value, list) and len(value) > 0
 
 
-def _takes_generation_arguments(arguments: Any) -> bool:
-    """Whether the first request is a ``generate_until`` one: ``(context, {generation kwargs})``, as
-    ``{"gen_args_0": {"arg_0": ..., "arg_1": {...}}}`` or (older logs) ``[[context, {...}], ...]``;
-    unknown (absent, empty) arguments are taken on trust."""
+def _first_request(arguments: Any) -> Any:
+    """The first request's arguments as logged: ``{"gen_args_0": {"arg_0": context, "arg_1": {...}}}``
+    gives ``[context, {...}]``, as does (older logs) ``[[context, {...}], ...]``; ``None`` when absent."""
     if isinstance(arguments, dict):
         first = arguments.get("gen_args_0")
-        first = list(first.values()) if isinstance(first, dict) else first
-    else:
-        first = arguments[0] if isinstance(arguments, list) and arguments else None
+        return list(first.values()) if isinstance(first, dict) else first
+    return arguments[0] if isinstance(arguments, list) and arguments else None
+
+
+def _takes_generation_arguments(arguments: Any) -> bool:
+    """Whether the first request is a ``generate_until`` one: ``(context, {generation kwargs})``;
+    unknown (absent, empty) arguments are taken on trust."""
+    first = _first_request(arguments)
     return first is None or (isinstance(first, list) and len(first) > 1 and isinstance(first[1], dict))
 
 
@@ -539,16 +637,19 @@ def iter_documents(path: str | Path, options: InputOptions = InputOptions(), *, 
                    report: ReadReport | None = None) -> Iterator[Document]:
     """Yield the documents at ``path`` as ``options`` say, filling ``report`` as it goes.
 
-    ``name`` (made-up ids are ``NAME:LINE``) defaults to the file's stem, or a folder's name.
+    ``name`` (made-up ids are ``NAME:LINE``) defaults to the file's stem, or a folder's name.  The
+    report's warnings are added once the last document has been read.
     """
     path = Path(path)
     fmt = detect_format(path, options) if options.format == "auto" else options.format
     report = ReadReport() if report is None else report
     report.path, report.format = str(path), fmt
     report.name = name if name is not None else path.name if path.is_dir() else path.stem
-    for doc in FORMATS[fmt].documents(path, options, _Builder(report.name, options, report)):
+    build = _Builder(report.name, options, report)
+    for doc in FORMATS[fmt].documents(path, options, build):
         report.n_read += 1
         yield doc
+    build.finish()
 
 
 def read_documents(path: str | Path, options: InputOptions = InputOptions(), *, name: str | None = None,
@@ -571,27 +672,35 @@ def add_arguments(parser, *, format_option: str = "--format") -> None:
                    help="input format (default: detected from each file); a --reference file's is always detected")
     g.add_argument("--text-field", default="text", help="free-text JSONL / Parquet / datasets: the text field")
     g.add_argument("--id-field", default="id", help="free-text formats: the id field (absent: ids are NAME:LINE)")
-    g.add_argument("--sections", default="none", metavar="none|markdown|separator:STRING",
-                   help="free text into sections: one untitled section (none, the default), markdown headings, or "
-                        "split on a separator such as separator:<|section|>")
+    g.add_argument("--sections", default="auto", metavar="auto|none|markdown|separator:STRING",
+                   help="free text into sections: auto (the default) splits a document at its Markdown headings "
+                        "when it has one with a title, else keeps it one untitled section (decided per document); "
+                        "none: always one untitled section; markdown: always split at # headings; or split on a "
+                        "separator such as separator:<|section|>")
+    g.add_argument("--lm-eval-text", default="continuation", choices=LM_EVAL_TEXTS,
+                   help="lm-eval samples: the generation alone (continuation, the default) or the request's prompt "
+                        "immediately followed by the generation (prompt+continuation: the whole text the model saw "
+                        "and wrote)")
     g.add_argument("--separator", help=f"{format_option} text: the string between generations in one text file")
 
 
 def options_from_args(args, *, detect: bool = False) -> InputOptions:
     """The :class:`InputOptions` of a command's :func:`add_arguments` options (``detect``: format ``auto``)."""
     return InputOptions(format="auto" if detect else args.input_format, text_field=args.text_field,
-                        id_field=args.id_field, sections=args.sections, separator=args.separator)
+                        id_field=args.id_field, sections=args.sections, separator=args.separator,
+                        lm_eval_text=args.lm_eval_text)
 
 
 def read_with_args(args, path: str | Path, name: str | None = None, *, detect: bool = False
                    ) -> tuple[list[Document], dict[str, Any]]:
     """The documents at ``path`` as a command's :func:`add_arguments` options say, and what the reader did
-    (said on stderr when it skipped lines or made up ids).  ``detect``: detect the format even when one is
+    (said on stderr when it skipped lines, made up ids, split documents at headings by ``--sections auto``
+    or has a warning: :meth:`ReadReport.worth_saying`).  ``detect``: detect the format even when one is
     forced (a reference set's: usually the project's documents while the candidates are free text)."""
     import sys
 
     report = ReadReport()
     docs = read_documents(path, options_from_args(args, detect=detect), name=name, report=report)
-    if report.skipped or report.generated_ids:
+    if report.worth_saying():
         print(f"critic: {report.summary()}", file=sys.stderr)
     return docs, {"path": str(path), **report.to_dict()}

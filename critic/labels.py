@@ -29,18 +29,21 @@ TWO_SIDED_NOTE = ("Δ and p compare each set with the reference on the headline 
                   "better or worse.")
 
 OUTLIER_SCORE_NOTES = {
-    "length": "right tail of T(x)/M(x) against the reference documents of similar length (word count)",
-    "plain": "right tail of T(x)/M(x) against the whole reference set",
+    "length": "conformal right tail of T(x)/M(x) among real documents (the critic's calibration documents and the "
+              "reference) of similar length (word count)",
+    "plain": "conformal right tail of T(x)/M(x) among all real documents (the critic's calibration documents and the "
+             "reference)",
 }
 """What a result's outlier p-values are (its ``config["outlier_score"]``), in the tables' words."""
 
 SIZE_MODEL_NOTES = {
-    "bins": " (its quantile bin)",
+    "bins": " (its length group)",
     "location-scale": " (the residual of a location-scale model of the statistic on log length)",
 }
 """Appended to the ``"length"`` note: how the length is taken into account (``config["size_model"]``; results
 written before the choice existed: bins)."""
 
-COMBINED_NOTE = ", combined (Sidak, 1 - (1 - min p)^J) with the same p-value of the critic's statistics beside it: {}"
+COMBINED_NOTE = (", combined with the critic's statistics beside it by rank (the smallest of a document's ranks, itself "
+                 "ranked among the real documents'): {}")
 """Appended to the note of a result whose critic has statistics beside ``T/M`` (``config["outlier_statistics"]``,
 formatted with their names)."""

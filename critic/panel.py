@@ -7,9 +7,13 @@ runs :func:`critic.criticism.criticize` once per critic (each set projected once
 returns a :class:`PanelResult`; :func:`load_results` reads any report directory back into result
 objects.
 
-A document is **flagged** by a critic when it is among that critic's ``top`` least likely documents
-of its set (smallest outlier p-value) and its outlier p-value is at most ``level``.  Flags are grouped
-by document, so a generation several critics flag is listed once, with every critic's reason.
+A document is **flagged** by a critic when the Benjamini-Hochberg q-value of its outlier p-value among its set's
+documents is at most ``fdr`` (0.1 by default: at most 10% of a set's flags are expected to be real documents;
+:func:`critic.conformal.bh_q_values`), or -- the per-document rule, without multiplicity control -- its outlier
+p-value is at most ``level`` when one is given instead; at most ``top`` per critic and set (the least likely).
+Flags are grouped by document, so a generation several critics flag is listed once, with every critic's reason,
+ranked by how many critics flag it, then by its smallest q-value.  :meth:`PanelResult.power` says, per critic
+and set, whether flags can fire at all with the real documents the p-values compare with.
 :func:`criticize_panel` asks each flagging critic, while it is at hand, why it finds the document unlikely
 (:meth:`Critic.explain`, once per flag and critic: :func:`explain_flags`); the lines are kept on the
 document's result (``DocumentResult.reasons``), so ``documents.jsonl`` holds them and :func:`load_results`
@@ -18,7 +22,7 @@ gives them back.
 ``results.json`` of a panel::
 
     {"schema_version": 1, "kind": "panel", "critics": {LABEL: <a CriticismResult's results.json>},
-     "reads": {SET: {"path", "format", "n_read", "skipped", ...}}, "flags": {"level", "top"}}
+     "reads": {SET: {"path", "format", "n_read", "skipped", ...}}, "flags": {"fdr", "level", "top"}}
 """
 
 from __future__ import annotations
@@ -29,16 +33,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
+from .conformal import FLAG_FDR, bh_q_values
 from .critic import Critic
 from .criticism import criticize
 from .document import Document, DocumentError, iter_json_lines
 from .results import SCHEMA_VERSION, CriticismResult, DocumentResult, json_ready
 
 __all__ = ["Flag", "PanelResult", "criticize_panel", "explain_flags", "explain_outliers", "add_set_statistics",
-           "load_results", "FLAG_LEVEL", "FLAG_TOP", "MAUVE_MIN_DOCUMENTS"]
+           "load_results", "flag_power", "FLAG_FDR", "FLAG_TOP", "MAUVE_MIN_DOCUMENTS"]
 
-FLAG_LEVEL = 0.01
-"""Default outlier p-value at or below which a document can be flagged."""
 FLAG_TOP = 20
 """Default number of least likely documents per critic and set that can be flagged."""
 MAUVE_MIN_DOCUMENTS = 50
@@ -58,6 +63,10 @@ class Flag:
         return min(d.outlier_p_value for d in self.by.values())
 
     @property
+    def min_q_value(self) -> float:
+        return min(float("nan") if d.q_value is None else d.q_value for d in self.by.values())
+
+    @property
     def reasons(self) -> dict[str, list[str]]:
         """Each flagging critic's reasons (label -> lines, most important first), for the critics that gave any."""
         return {label: d.reasons for label, d in self.by.items() if d.reasons}
@@ -70,12 +79,18 @@ class PanelResult:
     results: dict[str, CriticismResult]
     reads: dict[str, dict[str, Any]] = field(default_factory=dict)
     """How each set was read (path, format, documents read, skipped lines by reason), by set name."""
-    level: float = FLAG_LEVEL
+    fdr: float | None = FLAG_FDR
+    """Flag documents whose q-value is at most this (set to ``None`` when ``level`` is given)."""
+    level: float | None = None
+    """When given, replaces ``fdr``: flag documents whose outlier p-value is at most this (no multiplicity
+    control)."""
     top: int = FLAG_TOP
 
     def __post_init__(self) -> None:
         if not self.results:
             raise ValueError("a panel needs at least one critic's result")
+        self.fdr = None if self.level is not None else self.fdr
+        _check_rule(self.fdr, self.level)
         names = {label: [s.name for s in r.sets] for label, r in self.results.items()}
         first = next(iter(names.values()))
         for label, sets in names.items():
@@ -91,20 +106,48 @@ class PanelResult:
     def reference_name(self) -> str:
         return self.set_names[0]
 
+    @property
+    def rule(self) -> str:
+        """What a flag means, in the report's words."""
+        if self.fdr is not None:
+            return (f"q-value at most {self.fdr:g} (Benjamini-Hochberg over each set's outlier p-values): at most "
+                    f"{self.fdr:.0%} of a set's flags are expected to be real documents")
+        return (f"outlier p-value at most {self.level:g}, document by document (no multiplicity control: among n "
+                f"real documents about {self.level:g} n are flagged by chance)")
+
+    def _flags(self, documents: list[DocumentResult]) -> list[DocumentResult]:
+        """The documents of one set that one critic flags, least likely first (all of them, before ``top``)."""
+        if self.fdr is not None:
+            chosen = [d for d in documents if d.q_value <= self.fdr]
+        else:
+            chosen = [d for d in documents if d.outlier_p_value <= self.level]
+        return sorted(chosen, key=lambda d: (d.outlier_p_value, -d.latent_nll_per_step, d.id))
+
+    def flag_counts(self) -> dict[str, dict[str, int]]:
+        """How many documents each critic flags in each candidate set (label -> set -> count), ``top`` aside."""
+        return {label: {s.name: len(self._flags(s.documents)) for s in result.candidates.values()}
+                for label, result in self.results.items()}
+
     def flagged(self) -> list[Flag]:
-        """The candidate documents flagged by at least one critic; most critics first, then smallest
-        p-value, then set and id (see the module docstring)."""
+        """The candidate documents flagged by at least one critic (at most ``top`` per critic and set); most
+        critics first, then smallest q-value and p-value, then set and id (see the module docstring)."""
         by_doc: dict[tuple[str, str], dict[str, DocumentResult]] = defaultdict(dict)
         for label, result in self.results.items():
             for s in result.candidates.values():
-                least = sorted(s.documents, key=lambda d: (d.outlier_p_value, -d.latent_nll_per_step, d.id))
-                for d in least[:self.top]:
-                    if d.outlier_p_value <= self.level:
-                        by_doc[(s.name, d.id)][label] = d
+                for d in self._flags(s.documents)[:self.top]:
+                    by_doc[(s.name, d.id)][label] = d
         flags = [Flag(set_name, doc_id, by) for (set_name, doc_id), by in by_doc.items()]
         order = {name: k for k, name in enumerate(self.set_names)}
-        flags.sort(key=lambda f: (-len(f.by), f.min_p_value, order[f.set], f.id))
+        flags.sort(key=lambda f: (-len(f.by), f.min_q_value, f.min_p_value, order[f.set], f.id))
         return flags
+
+    def power(self) -> dict[str, list[str]]:
+        """Per critic (label -> lines): the real documents its outlier p-values compare with, the smallest p-value
+        they allow, and -- as warnings, starting ``"cannot flag"`` -- each candidate set in which flags cannot fire
+        at this panel's rule, with how many real documents would fix it (:func:`flag_power`)."""
+        threshold = self.fdr if self.fdr is not None else self.level
+        return {label: flag_power(result, threshold, by_fdr=self.fdr is not None)
+                for label, result in self.results.items()}
 
     def add_statistic(self, name: str, values: dict[str, float | None], *,
                       reasons: dict[str, str] | None = None) -> None:
@@ -117,7 +160,8 @@ class PanelResult:
         """The ``results.json`` payload of the panel."""
         return json_ready({"schema_version": SCHEMA_VERSION, "kind": "panel",
                            "critics": {label: r.to_dict() for label, r in self.results.items()},
-                           "reads": self.reads, "flags": {"level": self.level, "top": self.top}})
+                           "reads": self.reads, "flags": {"fdr": self.fdr, "level": self.level, "top": self.top,
+                                                          "counts": self.flag_counts()}})
 
     def __str__(self) -> str:
         return "\n\n".join(str(r) for r in self.results.values())
@@ -129,17 +173,62 @@ class PanelResult:
         return summary_html(self.results)
 
 
+def _check_rule(fdr: float | None, level: float | None) -> None:
+    if fdr is None and level is None:
+        raise ValueError("flag by a false discovery rate (fdr) or by a per-document level (level): both are None")
+    for name, value in (("fdr", fdr), ("level", level)):
+        if value is not None and not 0.0 < value <= 1.0:
+            raise ValueError(f"flag {name} must lie in (0, 1], got {value!r}")
+
+
+def flag_power(result: CriticismResult, threshold: float, *, by_fdr: bool = True) -> list[str]:
+    """What bounds one critic's flags: a line on the real documents its p-values compare with
+    (``result.config["calibration"]``) and the smallest p-value ``p_min = 1 / (n_g + 1)`` they allow a document
+    of the smallest length group (``n_g`` documents); then a line starting ``"cannot flag"`` for each candidate
+    set where flags cannot fire.  At a false discovery rate ``a`` over a set of ``m`` documents
+    (Benjamini-Hochberg), ``k`` documents at ``p_min`` are flagged when ``m p_min / k <= a``: none can be when
+    ``p_min > a``, and a lone outlier cannot be when ``p_min > a / m`` (groups of ``m / a - 1`` documents would
+    allow it: an informational line).  At a per-document level ``a``: none when ``p_min > a``."""
+    about = result.config.get("calibration")
+    if not about:
+        return []
+    sources = ", ".join(f"{v} {k}" for k, v in about["sources"].items())
+    p_min, groups = about["smallest_p"], about["groups"]
+    lines = [f"p-values against {about['n']} real documents ({sources}) in {groups} length group(s) of at least "
+             f"{about['smallest_group']}: the smallest p-value is {p_min:.3g}"]
+
+    def needed(p: float) -> str:
+        per_group = int(np.ceil(1.0 / p - 1.0))
+        return f"{per_group} real documents per length group (about {per_group * groups} in all)"
+
+    for s in result.candidates.values():
+        m = s.n
+        if not m:
+            continue
+        if p_min > threshold:
+            rule = f"FDR {threshold:g}" if by_fdr else f"level {threshold:g}"
+            lines.append(f"cannot flag any document of {s.name!r} at {rule}: the smallest p-value {p_min:.3g} is "
+                         f"above it; it needs {needed(threshold)}: fit the critic with calibration documents "
+                         "(critic fit cross-fits its training documents) or give a larger reference")
+        elif by_fdr and p_min > threshold / m:
+            lines.append(f"in {s.name!r} a lone outlier needs p <= {threshold / m:.3g} ({m} documents at FDR "
+                         f"{threshold:g}): at least {int(np.ceil(m * p_min / threshold))} documents must reach the "
+                         f"smallest p-value together ({needed(threshold / m)} would flag one alone)")
+    return lines
+
+
 def criticize_panel(critics: Mapping[str, Critic], reference: Sequence[Document],
                     candidates: Mapping[str, Sequence[Document]], *, reads: Mapping[str, dict] | None = None,
-                    level: float = FLAG_LEVEL, top: int = FLAG_TOP, **criticize_kwargs) -> PanelResult:
-    """:func:`~critic.criticism.criticize` with each critic (label -> fitted critic) over the same sets;
+                    fdr: float | None = FLAG_FDR, level: float | None = None, top: int = FLAG_TOP,
+                    **criticize_kwargs) -> PanelResult:
+    """:func:`~critic.criticism.criticize` with each critic (label -> fitted critic) over the same sets, flags at
+    false discovery rate ``fdr`` (or, given ``level``, at that per-document p-value level instead);
     ``criticize_kwargs`` (``reference_name``, ``paths``, ``n_bootstrap``, ``seed``, ...) go to each call."""
     if not critics:
         raise ValueError("give at least one critic")
-    if not 0.0 < level <= 1.0:
-        raise ValueError(f"flag level must lie in (0, 1], got {level!r}")
+    _check_rule(fdr, level)  # before any document is scored
     results = {label: criticize(critic, reference, candidates, **criticize_kwargs) for label, critic in critics.items()}
-    panel = PanelResult(results, reads=dict(reads or {}), level=level, top=top)
+    panel = PanelResult(results, reads=dict(reads or {}), fdr=fdr, level=level, top=top)
     explain_flags(panel, critics, {panel.reference_name: reference, **candidates})
     return panel
 
@@ -231,13 +320,19 @@ def load_results(path: str | Path) -> CriticismResult | PanelResult:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DocumentError(f"{results_path}: not a results file ({exc})") from None
     documents = _documents(directory / "documents.jsonl")
+    for docs in documents.values():  # results written before q-values existed: Benjamini-Hochberg within the set
+        if any(d.q_value is None for d in docs):
+            for d, q in zip(docs, bh_q_values([d.outlier_p_value for d in docs])):
+                d.q_value = float(q)
     try:
         if payload.get("kind") == "panel":
             results = {label: CriticismResult.from_dict(obj, {s: d for (c, s), d in documents.items() if c == label})
                        for label, obj in payload["critics"].items()}
             flags = payload.get("flags", {})
-            return PanelResult(results, reads=dict(payload.get("reads", {})),
-                               level=flags.get("level", FLAG_LEVEL), top=flags.get("top", FLAG_TOP))
+            fdr = flags.get("fdr") if "fdr" in flags else None  # written before FDR flags: a level of 0.01
+            level = flags.get("level") if "fdr" in flags else flags.get("level", 0.01)
+            return PanelResult(results, reads=dict(payload.get("reads", {})), fdr=fdr, level=level,
+                               top=flags.get("top", FLAG_TOP))
         return CriticismResult.from_dict(payload, {s: d for (_, s), d in documents.items()})
     except (KeyError, TypeError) as exc:
         raise DocumentError(f"{results_path}: not a results file (missing or malformed {exc})") from None

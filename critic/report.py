@@ -18,6 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from .conformal import FLAG_FDR
 from .critic import Critic
 from .document import Document
 from .html import DocumentView
@@ -125,24 +126,27 @@ def _write_html(panel: PanelResult, directory: Path, *, documents: Mapping[str, 
 def write_report(result: CriticismResult, out_dir: str | Path, *, top: int = 10, extra: dict | None = None,
                  plot: bool = True, sections: Sequence[str] = (),
                  figures: Callable[[Path], dict[str, Path]] | None = None,
-                 documents: Mapping[str, Sequence[Document]] | None = None) -> dict[str, Path]:
+                 documents: Mapping[str, Sequence[Document]] | None = None, fdr: float | None = FLAG_FDR,
+                 level: float | None = None) -> dict[str, Path]:
     """Write a report directory: ``results.json``, ``documents.jsonl``, ``report.md``, ``index.html``
     (with a page per flagged document) and figures.
 
     ``sections`` are Markdown blocks appended to ``report.md``; ``figures(dir)``
     draws a critic's own figures into ``dir`` and returns them by name (shown in ``index.html`` too);
-    ``documents`` (set name -> documents) puts each flagged document's text on its page.  The
+    ``documents`` (set name -> documents) puts each flagged document's text on its page; ``fdr`` or ``level``
+    is the flag rule (:class:`~critic.panel.PanelResult`).  The
     directory is built aside and swapped in whole; an existing directory is
     replaced only if it is a report (holds ``results.json``) or empty.
     """
     out = Path(out_dir)
     check_replaceable(out, "results.json", "a report directory")
     names: dict[str, str] = {}
+    panel = PanelResult({result.critic_name: result}, top=top, fdr=fdr, level=level)
     with atomic_directory(out) as tmp:
-        write_results_json(result, tmp / "results.json", extra=extra)
+        write_results_json(result, tmp / "results.json", extra={"flags": panel.to_dict()["flags"], **(extra or {})})
         write_documents_jsonl(result, tmp / "documents.jsonl")
-        report = ["# Criticism report", "", markdown_table(result), "", f"## Top {top} outliers", "",
-                  outliers_table(result, top=top)]
+        report = ["# Criticism report", "", markdown_table(result), "", *_flag_lines(panel), "",
+                  f"## Top {top} outliers", "", outliers_table(result, top=top)]
         skipped = [(s.name, k, v) for s in result.sets for k, v in s.skipped.items()]
         if skipped:
             report += ["", "## Documents that could not be projected", ""]
@@ -158,10 +162,24 @@ def write_report(result: CriticismResult, out_dir: str | Path, *, top: int = 10,
             names["histogram"] = "latent_nll_hist.png"
         drawn = {k: Path(p) for k, p in figures(tmp).items()} if figures is not None else {}
         names.update({k: p.relative_to(tmp).as_posix() for k, p in drawn.items()})
-        panel = PanelResult({result.critic_name: result}, top=top)
         _write_html(panel, tmp, documents=documents, views=None,
                     figures={result.critic_name: {k: _png_markup(p) for k, p in drawn.items()}})
     return {k: out / v for k, v in names.items()}
+
+
+def _flag_lines(panel: PanelResult) -> list[str]:
+    """``report.md``'s account of the flags: how many, what a flag means, what the p-values compare with and
+    what bounds them (:meth:`PanelResult.power`), per critic and set."""
+    flags, counts = panel.flagged(), panel.flag_counts()
+    scores = sorted({r.outlier_note for r in panel.results.values()})
+    lines = [f"## Flagged documents ({len(flags)})", "", f"A flag: {panel.rule}.", "",
+             f"Outlier p: {'; '.join(scores)}.", ""]
+    for label, lines_of in panel.power().items():
+        flagged = ", ".join(f"{markdown_cell(name)} {k}" for name, k in counts[label].items())
+        lines.append(f"- **{markdown_cell(label)}**: flagged {flagged}"
+                     + (f" (at most {panel.top} listed per set)" if any(k > panel.top for k in counts[label].values())
+                        else "") + "".join(f"; {markdown_cell(line)}" for line in lines_of))
+    return lines
 
 
 def critic_figures(critics: Mapping[str, Critic], panel: PanelResult,
@@ -201,10 +219,10 @@ def write_panel_report(panel: PanelResult, out_dir: str | Path, *, extra: dict |
         lines = ["# Criticism report", ""]
         for label, result in panel.results.items():
             lines += [f"## {label}", "", markdown_table(result), ""]
-        scores = sorted({r.outlier_note for r in panel.results.values()})
-        lines += [f"## Flagged documents ({len(flags)})", "", f"Outlier p: {'; '.join(scores)}.", "",
-                  "| set | document | critics | min outlier p | why |", "|---|---|---|---:|---|"]
-        lines += [f"| {f.set} | {f.id} | {', '.join(f.by)} | {f.min_p_value:.4f} | "
+        lines += _flag_lines(panel)
+        lines += ["", "| set | document | critics | min q | min outlier p | why |", "|---|---|---|---:|---:|---|"]
+        lines += [f"| {markdown_cell(f.set)} | {markdown_cell(f.id)} | {', '.join(map(markdown_cell, f.by))} | "
+                  f"{f.min_q_value:.4f} | {f.min_p_value:.4f} | "
                   + "<br>".join(markdown_cell(f"{label}: {'; '.join(why)}") for label, why in f.reasons.items())
                   + " |" for f in flags]
         atomic_write_text(tmp / "report.md", "\n".join(lines) + "\n")

@@ -21,9 +21,11 @@ sets, so a criticism of a model's generations is a file that can be rerun (and r
     fit = "lda"
     train = "data/manpages/train.jsonl"
     params = {num_topics = 10}
+    calibration_folds = 5          # optional: the critic's own default (docs/outliers.md)
 
     [report]                       # all optional
     top = 20
+    fdr = 0.1                      # flags at this false discovery rate (or flag_level = P, per document)
 
 Paths are relative to the working directory, as on the command line.  Each critic fitted here is a stage
 ``critic-LABEL`` of the run directory, keyed by its settings and the SHA-256 of its training files; the
@@ -39,10 +41,10 @@ from typing import Any
 
 from .config import ConfigError, Key, Schema, check_params, seeded_params
 from .critic import Critic
-from .criticism import OUTLIER_SCORES
-from .inputs import FORMATS, InputOptions, ReadReport, read_documents
+from .criticism import OUTLIER_SCORES, require_comparable_shapes
+from .inputs import FORMATS, LM_EVAL_TEXTS, InputOptions, ReadReport, read_documents
 from .io import sha256_file
-from .panel import FLAG_LEVEL, FLAG_TOP, add_set_statistics, criticize_panel
+from .panel import FLAG_FDR, FLAG_TOP, add_set_statistics, criticize_panel
 from .registry import get_critic, register_runner
 from .stages import Stage
 
@@ -61,12 +63,18 @@ SCHEMA = Schema(
                                                                         "is detected)"),
             "text_field": Key(str, "text", help="free-text formats: the text field"),
             "id_field": Key(str, "id", help="free-text formats: the id field"),
-            "sections": Key(str, "none", help="none, markdown or separator:STRING"),
+            "sections": Key(str, "auto", help="auto (Markdown headings where a document has them), none, markdown or "
+                                              "separator:STRING"),
+            "lm_eval_text": Key(str, "continuation", choices=LM_EVAL_TEXTS,
+                                help="lm-eval samples: the generation alone, or prompt+continuation"),
             "separator": Key(str, help="format text: the string between generations"),
         },
         "report": {
             "top": Key(int, FLAG_TOP, min=1, help="flag at most this many documents per critic and set"),
-            "flag_level": Key(float, FLAG_LEVEL, gt=0, max=1, help="flag at outlier p-values at most this"),
+            "fdr": Key(float, FLAG_FDR, gt=0, max=1, help="flag documents whose q-value (Benjamini-Hochberg over "
+                                                          "each set's outlier p-values) is at most this"),
+            "flag_level": Key(float, gt=0, max=1, help="instead of fdr: flag at outlier p-values at most this, "
+                                                       "document by document"),
             "n_bootstrap": Key(int, 1000, min=1, help="bootstrap resamples of the CIs"),
             "n_permutations": Key(int, 2000, min=1, help="permutations of the two-sample tests"),
             "outlier_score": Key(str, "length", choices=OUTLIER_SCORES,
@@ -77,7 +85,7 @@ SCHEMA = Schema(
     },
 )
 
-_CRITIC_KEYS = {"label", "path", "fit", "train", "valid", "params"}
+_CRITIC_KEYS = {"label", "path", "fit", "train", "valid", "params", "calibration_folds"}
 
 
 def _log(message: str) -> None:
@@ -106,15 +114,20 @@ def _check_critics(entries: list[dict]) -> list[dict]:
             params = check_params(get_critic(entry["fit"]), entry.get("params", {}), where=f"{where} ({label}) params")
             seeded_params(get_critic(entry["fit"]), params, 0, where=f"{where} ({label}) params",
                           seed_option="the run's --seed")  # refuses a seed of its own before anything runs
-        elif set(entry) & {"train", "valid", "params"}:
-            raise ConfigError(f"{where} ({label}): train, valid and params go with fit, not with a saved critic")
+            folds = entry.get("calibration_folds")
+            if folds is not None and (isinstance(folds, bool) or not isinstance(folds, int) or folds < 0 or folds == 1):
+                raise ConfigError(f"{where} ({label}): calibration_folds must be 0 (no cross-fitting) or an integer "
+                                  f">= 2, got {folds!r}")
+        elif set(entry) & {"train", "valid", "params", "calibration_folds"}:
+            raise ConfigError(f"{where} ({label}): train, valid, params and calibration_folds go with fit, not with a "
+                              "saved critic")
     return entries
 
 
 def _read(path: str, options: InputOptions, name: str) -> tuple[list, dict]:
     report = ReadReport()
     docs = read_documents(path, options, name=name, report=report)
-    if report.skipped or report.generated_ids:
+    if report.worth_saying():
         _log(report.summary())
     return docs, {"path": path, **report.to_dict()}
 
@@ -125,6 +138,7 @@ def _critic(entry: dict, out: Path, device: str, seed: int, options: InputOption
         return Critic.load(entry["path"], device=device), None
     files = {k: entry[k] for k in ("train", "valid") if k in entry}
     stage = Stage(out, f"critic-{entry['label']}", {"fit": entry["fit"], "params": entry.get("params", {}),
+                                                     "calibration_folds": entry.get("calibration_folds"),
                                                      "files": {k: sha256_file(v) for k, v in files.items()},
                                                      "inputs": options.__dict__, "seed": seed})
     if stage.done():
@@ -138,9 +152,11 @@ def _critic(entry: dict, out: Path, device: str, seed: int, options: InputOption
     params = seeded_params(cls, entry.get("params", {}), seed, where=f"[[critics]] {entry['label']!r} params",
                            seed_option="the run's --seed")
     critic = cls(**params).to(device).fit(train, validation=valid)
+    critic.calibrate(train, valid, folds=entry.get("calibration_folds"), seed=seed,
+                     log=lambda message: _log(f"critic {entry['label']}: {message}"))
     critic.save(stage.path)
     stage.commit()
-    _log(f"critic {entry['label']}: {critic.fit_summary(len(train))}")
+    _log(f"critic {entry['label']}: {critic.fit_summary(len(train))}; calibration: {critic.calibration.summary()}")
     for warning in critic.fit_warnings():
         _log(f"critic {entry['label']}: warning: {warning}")
     return critic, stage
@@ -181,8 +197,10 @@ def main(config: dict[str, Any], *, out: Path, seed: int = 0, device: str = "cpu
         candidates = {}
         for name, path in sets["candidates"].items():
             candidates[name], reads[name] = _read(path, options, name)
-        panel = criticize_panel(critics, reference, candidates, reads=reads, level=settings["flag_level"],
-                                top=settings["top"], paths=files, n_bootstrap=settings["n_bootstrap"],
+        require_comparable_shapes(reference, candidates, sections=options.sections, option="[inputs] sections =")
+        panel = criticize_panel(critics, reference, candidates, reads=reads, fdr=settings["fdr"],
+                                level=settings.get("flag_level"), top=settings["top"], paths=files,
+                                n_bootstrap=settings["n_bootstrap"],
                                 n_permutations=settings["n_permutations"], outlier_score=settings["outlier_score"],
                                 seed=seed)
         add_set_statistics(panel, reference, candidates, critics=critics, word_ppl=settings["word_ppl"],

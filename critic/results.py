@@ -62,15 +62,14 @@ class DocumentResult:
     """One projected document: ``T(x)``, ``M(x)``, ``T/M``, its outlier p-values and the
     projection's extras for it (MAP latents, topic weights) as plain JSON values.
 
-    ``outlier_p_value`` is the score documents are ranked and flagged by (the result's
-    ``config["outlier_score"]`` says which): ``"length"``, the p-value of ``T/M`` against the reference
-    documents of similar length (``words`` the document's word count; ``config["size_model"]`` says how:
-    ``"bins"``, :func:`critic.stats.size_matched_p_values`, or ``"location-scale"``,
-    :func:`critic.stats.size_model_p_values`), or ``"plain"``, against the whole reference set, which
-    ``plain_p_value`` always holds.  For a critic
-    with statistics beside ``T/M`` (``config["outlier_statistics"]``) both combine their p-values with
-    ``T/M``'s (:func:`critic.criticism.outlier_p_values`), and ``p_values`` holds each one's own
-    (``latent_nll_per_step`` and every statistic, under the result's outlier score); ``None`` otherwise.
+    ``outlier_p_value`` is the score documents are ranked by: the conformal p-value of ``T/M`` -- combined with
+    the critic's statistics beside it (``config["outlier_statistics"]``) by their ranks -- against real documents
+    (the critic's calibration documents and the reference's; :class:`critic.criticism.OutlierPool`), those of
+    similar length (``config["outlier_score"] == "length"``; ``words`` the document's word count,
+    ``config["size_model"]`` how) or all of them (``"plain"``, which ``plain_p_value`` always holds).
+    ``p_values`` holds each statistic's own p-value (``latent_nll_per_step`` and every statistic) for a critic
+    with statistics beside ``T/M``, ``None`` otherwise.  ``q_value``: the Benjamini-Hochberg q-value of
+    ``outlier_p_value`` among its set's documents; flags are ``q_value <= fdr`` (:mod:`critic.panel`).
 
     ``reasons``: why the critic finds the document unlikely (:meth:`critic.critic.Critic.reasons`), a few
     plain-text lines, most important first; computed for flagged documents (:func:`critic.panel.explain_flags`)
@@ -88,6 +87,7 @@ class DocumentResult:
     words: int | None = None
     p_values: dict[str, float] | None = None
     reasons: list[str] | None = None
+    q_value: float | None = None
 
     @classmethod
     def from_dict(cls, row: dict) -> "DocumentResult":
@@ -101,7 +101,7 @@ class DocumentResult:
                    latent_nll_stderr=row.get("latent_nll_stderr"), extras=dict(row.get("extras") or {}),
                    plain_p_value=None if plain is None else _number(plain), words=row.get("words"),
                    p_values=None if each is None else {k: _number(v) for k, v in each.items()},
-                   reasons=reasons)
+                   reasons=reasons, q_value=None if row.get("q_value") is None else _number(row["q_value"]))
 
 
 @dataclass

@@ -33,9 +33,6 @@ __all__ = [
     "bootstrap_difference_cis",
     "permutation_tests",
     "PermutationTest",
-    "empirical_p_values",
-    "size_matched_p_values",
-    "size_model_p_values",
     "BLOCK_BYTES",
 ]
 
@@ -213,91 +210,8 @@ def permutation_tests(a: np.ndarray, b: np.ndarray, statistics: Sequence[SetStat
     return [PermutationTest(d, float(p), exact) for d, p in zip(observed, p_values)]
 
 
-def empirical_p_values(reference: np.ndarray, values: np.ndarray, *, tie_break: np.ndarray | None = None
-                       ) -> np.ndarray:
-    """Right-tail empirical p-value of each value against a reference sample.
-
-    ``p(v) = (1 + #{r in reference : r >= v}) / (1 + |reference|)``: small
-    when ``v`` is larger than almost all reference values (an outlier).
-
-    ``tie_break (n,)`` in ``[0, 1)``: ties are broken instead, ``p(v) = (1 + #{r > v} + floor(u (t + 1))) /
-    (1 + |reference|)`` with ``t = #{r = v}``: ``v`` takes a place among the ``t`` equal reference values, the
-    place chosen by ``u``.  For a statistic with ties (a discrete one) the p-value of a document exchangeable
-    with the reference is then uniform on ``{1, ..., n + 1} / (n + 1)`` when ``u`` is uniform and independent
-    of it -- as without ties -- instead of conservative; without ties both formulas agree.
-    """
-    ref = np.sort(np.asarray(reference, dtype=np.float64))
-    values = np.asarray(values, dtype=np.float64)
-    at_least = ref.size - np.searchsorted(ref, values, side="left")
-    if tie_break is None:
-        return (1.0 + at_least) / (1.0 + ref.size)
-    greater = ref.size - np.searchsorted(ref, values, side="right")
-    place = np.floor(np.asarray(tie_break, dtype=np.float64) * (at_least - greater + 1))
-    return (1.0 + greater + place) / (1.0 + ref.size)
-
-
 def id_uniforms(ids: Sequence[str], key: str) -> np.ndarray:
     """``(n,)`` numbers in ``[0, 1)``, one per id: the first 8 bytes of SHA-256 of ``"key:id"`` over ``2^64``.
     The same id and key always give the same number; across ids (or keys) they behave as independent uniforms."""
     return np.array([int.from_bytes(hashlib.sha256(f"{key}:{i}".encode("utf-8")).digest()[:8], "big") / 2.0 ** 64
                      for i in ids], dtype=np.float64)
-
-
-def size_matched_p_values(reference: np.ndarray, reference_sizes: np.ndarray, values: np.ndarray, sizes: np.ndarray,
-                          *, min_per_bin: int = 30, max_bins: int = 10, tie_break: np.ndarray | None = None
-                          ) -> np.ndarray:
-    """Right-tail empirical p-value of each value against the reference documents of similar size.
-
-    The reference sizes (word counts) are cut at their quantiles into ``B = clip(n_ref // min_per_bin, 1,
-    max_bins)`` bins of about equal counts; a value in bin ``b`` (by its own size) gets
-    :func:`empirical_p_values` against the reference values of bin ``b`` (the whole reference when that bin is
-    empty).  So a long document is compared with long reference documents: a statistic that grows or shrinks
-    with length does not flag documents for their length, and on real documents the p-values are uniform within
-    each bin (a test checks it).  One bin (a reference of fewer than ``2 min_per_bin``) is the plain p-value.
-    ``tie_break``: as :func:`empirical_p_values` takes it, one per value.
-    """
-    reference, values = np.asarray(reference, dtype=np.float64), np.asarray(values, dtype=np.float64)
-    reference_sizes, sizes = np.asarray(reference_sizes, dtype=np.float64), np.asarray(sizes, dtype=np.float64)
-    bins = int(np.clip(len(reference) // min_per_bin, 1, max_bins))
-    edges = np.unique(np.quantile(reference_sizes, np.linspace(0.0, 1.0, bins + 1)[1:-1])) if bins > 1 else []
-    reference_bin = np.searchsorted(edges, reference_sizes, side="right")
-    value_bin = np.searchsorted(edges, sizes, side="right")
-    out = np.empty(len(values))
-    for b in np.unique(value_bin):
-        here, against = value_bin == b, reference[reference_bin == b]
-        out[here] = empirical_p_values(against if against.size else reference, values[here],
-                                       tie_break=None if tie_break is None else np.asarray(tie_break)[here])
-    return out
-
-
-def size_model_p_values(reference: np.ndarray, reference_sizes: np.ndarray, values: np.ndarray, sizes: np.ndarray,
-                        *, location_degree: int = 3, scale_degree: int = 2, min_reference: int = 30,
-                        tie_break: np.ndarray | None = None) -> np.ndarray:
-    """Right-tail empirical p-value of each value's standardised residual under a location-scale model of the
-    statistic on log size, fitted on the reference: with ``x = log max(size, 1)``,
-
-        value = m(x) + s(x) e,   m a polynomial of degree ``location_degree`` (least squares),
-                                 log s a polynomial of degree ``scale_degree`` fitted to log |value - m(x)|,
-
-    each value's ``z = (value - m(x)) / s(x)`` (``x`` clipped to the reference's range) is compared with the
-    reference's own residuals ``z_ref`` by :func:`empirical_p_values`.  Where the statistic's law given the size is
-    a location-scale family, ``e`` does not depend on length, so the p-values are uniform at every length, and each
-    compares with the whole reference (resolution ``1 / (n_ref + 1)``, against one bin's for
-    :func:`size_matched_p_values`).  For a continuous statistic (the CTM's ``T(x)``); a discrete one does not
-    follow such a law (:attr:`critic.critic.Critic.size_model`).  Degrees are lowered to what the reference's
-    distinct sizes allow; with fewer than ``min_reference`` reference values or one distinct size it is the plain
-    p-value.  ``tie_break``: as :func:`empirical_p_values` takes it, one per value.
-    """
-    reference, values = np.asarray(reference, dtype=np.float64), np.asarray(values, dtype=np.float64)
-    x_ref = np.log(np.maximum(np.asarray(reference_sizes, dtype=np.float64), 1.0))
-    distinct = len(np.unique(x_ref))
-    if len(reference) < min_reference or distinct < 2:
-        return empirical_p_values(reference, values, tie_break=tie_break)
-    x = np.clip(np.log(np.maximum(np.asarray(sizes, dtype=np.float64), 1.0)), x_ref.min(), x_ref.max())
-    location = np.polynomial.Polynomial.fit(x_ref, reference, min(location_degree, distinct - 1))
-    residual = reference - location(x_ref)
-    floor = 1e-12 * max(float(np.abs(residual).mean()), 1e-300)
-    log_scale = np.polynomial.Polynomial.fit(x_ref, np.log(np.abs(residual) + floor), min(scale_degree, distinct - 1))
-    z_ref = residual / np.exp(log_scale(x_ref))
-    z = (values - location(x)) / np.exp(log_scale(x))
-    return empirical_p_values(z_ref, z, tie_break=tie_break)

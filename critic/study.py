@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .config import Divides, Key, Range, Schema, check_config
+from .conformal import FLAG_FDR
 from .panel import load_results
 from .registry import register_runner
 from .stages import Stage
@@ -54,6 +55,8 @@ CRITICISM_KEYS = {
     "n_bootstrap": Key(int, 1000, min=1, help="bootstrap resamples of the CIs"),
     "n_permutations": Key(int, 2000, min=1, help="permutations of the two-sample test"),
     "top": Key(int, 10, min=1, help="outliers listed in the report"),
+    "fdr": Key(float, FLAG_FDR, gt=0, max=1, help="flag documents whose q-value (Benjamini-Hochberg over each set's "
+                                                  "outlier p-values) is at most this"),
 }
 """Keys of every study's ``[criticism]`` table; a study adds its own beside them."""
 
@@ -223,7 +226,8 @@ class Pipeline:
         from .report import write_report
 
         extra = {"run": self.record(**kwargs.pop("record", {}))}
-        return write_report(result, directory, top=self.config["criticism"]["top"], extra=extra, **kwargs)
+        settings = self.config["criticism"]
+        return write_report(result, directory, top=settings["top"], fdr=settings["fdr"], extra=extra, **kwargs)
 
 
 def register_study(name: str, schema: Schema, description: str = ""):

@@ -286,6 +286,14 @@ class SectionTransitionCritic(Critic):
         as_t = lambda a: torch.as_tensor(a, dtype=torch.float64)  # noqa: E731
         return as_t(initial), as_t(transition), as_t(final)
 
+    def fold_params(self, share: float) -> dict:
+        """A cross-fitting fold smooths with ``share`` times the delta this fit chose
+        (:meth:`critic.critic.Critic.fold_params`): an unseen transition from a state seen ``N`` times costs
+        ``-log(delta / (N + delta V))``; on ``share`` of the documents the state is seen about ``share N`` times,
+        so the scaled delta gives the full fit's cost (its own delta would give one ``-log share`` smaller, and
+        the calibration's worst transitions would sit below new documents')."""
+        return {**self.get_params(), "delta": self.delta_ * share}
+
     def _check_settings(self) -> None:
         """``delta`` (when set) and every ``delta_grid`` value (when used) must be finite and > 0."""
         if self.delta is not None:

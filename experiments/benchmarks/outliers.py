@@ -50,7 +50,7 @@ from critic.io import atomic_write_text
 
 from .corpus import filtered_manpages
 
-__all__ = ["main", "ranking_scores", "auc", "detection", "calibration"]
+__all__ = ["main", "ranking_scores", "auc", "detection", "calibration", "CASES", "add_case_arguments"]
 
 
 def ranking_scores(p_values: np.ndarray, per_step: np.ndarray) -> np.ndarray:
@@ -118,8 +118,8 @@ def calibration(p_values: np.ndarray, words: np.ndarray, *, reference_words: np.
     rng = np.random.default_rng(seed)
     null = np.array([[np.nan if t is None else t.statistic for t in _ks_tests(outlier_p_values(
         rng.random((len(reference_words), statistics)), rng.random((len(words), statistics)),
-        reference_words=reference_words, words=words, outlier_score=outlier_score, size_model=size_model)[0], words)]
-        for _ in range(n_null)])
+        pool_words=reference_words, words=words, outlier_score=outlier_score, size_model=size_model, seed=k).p, words)]
+        for k in range(n_null)])
     vs_reference = [None if np.isnan(d) else float((1 + np.sum(null[:, j] >= d)) / (1 + n_null))
                     for j, d in enumerate(observed)]
     scipy_p = [None if t is None else float(t.pvalue) for t in tests]
@@ -159,6 +159,15 @@ def _sections_case(args) -> Case:
     return Case(lambda: SectionTransitionCritic(delta=0.1), splits["train"], splits["valid"] + splits["test"],
                 {"permuted": each(permute_sections), "repeated": each(repeat_section), "dropped": each(drop_section)},
                 reads=lambda critic, doc: tuple(critic.titles(doc)))
+
+
+def _classifier_case(args) -> Case:
+    """The sections case with the README's critic, the classifier section critic (its fit needs validation
+    documents: the flags benchmark gives them)."""
+    from critics.sections import ClassifierSectionCritic
+
+    case = _sections_case(args)
+    return Case(ClassifierSectionCritic, case.train, case.held_out, case.corruptions)
 
 
 def _people(args) -> list:
@@ -262,7 +271,22 @@ def _coref_case(args) -> Case:
                 {"pronoun gender": swap("gender"), "pronoun number": swap("number")})
 
 
-CASES = {"sections": _sections_case, "ctm": _ctm_case, "lda": _lda_case, "coref": _coref_case}
+CASES = {"sections": _sections_case, "sections-classifier": _classifier_case, "ctm": _ctm_case, "lda": _lda_case,
+         "coref": _coref_case}
+
+
+def add_case_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options the cases are built from (:data:`CASES`), shared with :mod:`experiments.benchmarks.flags`."""
+    ap.add_argument("--train", type=int, default=1000, help="training documents of the topic cases")
+    ap.add_argument("--ctm-steps", type=int, default=1500, help="SVI steps of the CTM fit")
+    ap.add_argument("--ctm-fit", choices=("em", "svi"), default="em",
+                    help="the CTM's fit: SVI (--ctm-steps) or variational EM from the NMF start")
+    ap.add_argument("--passage-share", type=_share, default=0.3,
+                    help="share of a summary's words an off-topic passage replaces (the ctm case)")
+    ap.add_argument("--lda-topics", type=_topic_counts, default=[2], help="the LDA critic's K, comma-separated (a "
+                                                                          "sweep finds the K that reverses its ranking)")
+    ap.add_argument("--root", default="/usr/share/man", help="man page root")
+    ap.add_argument("--work", help="keep resolutions here (the coref case; default: a temporary folder)")
 
 
 def run_case(name: str, case: Case, args) -> dict:
@@ -363,22 +387,13 @@ def main(argv=None) -> dict:
     ap.add_argument("--cases", default="sections,ctm,lda,coref", help="comma-separated: " + ", ".join(CASES))
     ap.add_argument("--rate", type=float, default=0.1, help="share of the evaluation documents made bad")
     ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the AUC CI")
-    ap.add_argument("--train", type=int, default=1000, help="training documents of the topic cases")
-    ap.add_argument("--ctm-steps", type=int, default=1500, help="SVI steps of the CTM fit")
-    ap.add_argument("--ctm-fit", choices=("em", "svi"), default="em",
-                    help="the CTM's fit: SVI (--ctm-steps) or variational EM from the NMF start")
-    ap.add_argument("--passage-share", type=_share, default=0.3,
-                    help="share of a summary's words an off-topic passage replaces (the ctm case)")
     ap.add_argument("--calibration-null", type=int, default=1000,
                     help="simulations of a calibrated score's KS distances (KS vs ref)")
-    ap.add_argument("--lda-topics", type=_topic_counts, default=[2], help="the LDA critic's K, comma-separated (a sweep finds the K "
-                                                     "that reverses its ranking)")
-    ap.add_argument("--root", default="/usr/share/man", help="man page root")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true",
                     help="--train 300 --ctm-steps 200 --bootstrap 200 --calibration-null 200")
-    ap.add_argument("--work", help="keep resolutions here (the coref case; default: a temporary folder)")
     ap.add_argument("--json", help="write the results here too")
+    add_case_arguments(ap)
     args = ap.parse_args(argv)
     if args.quick:
         args.train, args.ctm_steps, args.bootstrap, args.calibration_null = 300, 200, 200, 200

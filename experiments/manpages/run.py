@@ -53,6 +53,9 @@ SCHEMA = study_schema({
             "delta": "fixed add-delta smoothing (absent: chosen on validation)",
             "delta_grid": "deltas tried on validation", "normalize_titles": "app. E title normalisation",
             "drop_titles": "boilerplate titles removed"}),
+        "calibration_folds": Key(int, SectionTransitionCritic.calibration_folds, min=0,
+                                 help="cross-fitted folds of the training pages kept as calibration documents for "
+                                      "outlier p-values (0: the validation pages only; docs/outliers.md)"),
     },
 }, criticism={
     "corruptions": Key(list[str], ["permuted"], choices=tuple(CORRUPTIONS),
@@ -85,14 +88,17 @@ def _filter(run: Pipeline, stage: Stage, data: Stage, corpus: dict) -> None:
 def _fit(run: Pipeline, stage: Stage, filtered: Stage) -> Critic:
     settings = run.config["critic"]
     with run.computing(stage):
-        params = {k: v for k, v in settings.items() if k != "name"}
+        params = {k: v for k, v in settings.items() if k not in ("name", "calibration_folds")}
         splits = read_splits(filtered.path)
         critic = get_critic(settings["name"])(**params).to(run.device).fit(splits["train"],
                                                                            validation=splits["valid"])
+        critic.calibrate(splits["train"], splits["valid"], folds=settings["calibration_folds"], seed=run.seed,
+                         log=run.log)
         critic.save(stage.path)
     run.log(f"fitted {settings['name']} critic: {len(critic.vocab_)} states, delta={critic.delta_} "
             f"(validation Latent PPL {critic.validation_ppl_.get(critic.delta_, float('nan')):.4f}; "
-            f"{len(critic.validation_skipped_)} validation documents could not be used)")
+            f"{len(critic.validation_skipped_)} validation documents could not be used); calibration: "
+            f"{critic.calibration.summary()}")
     return critic
 
 

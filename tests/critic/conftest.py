@@ -1,8 +1,24 @@
-"""Fixtures the core's report tests share: two section critics over the man-page fixture and its corruptions."""
+"""Fixtures the core's tests share: the tutorial critic, and two section critics over the man-page fixture and its
+corruptions (the report tests)."""
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import pytest
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "section_count_critic.py"
+"""The tutorial's first critic (docs/write-your-own-critic.md): a Poisson prior over the number of sections."""
+
+
+@pytest.fixture(scope="module")
+def tutorial():
+    """The tutorial critic's module, loaded from docs/examples."""
+    spec = importlib.util.spec_from_file_location("section_count_critic", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="module")

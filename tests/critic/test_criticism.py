@@ -1,10 +1,8 @@
 """criticize() end to end with the tutorial critic, every number against an independent computation."""
 
-import importlib.util
 import hashlib
 import itertools
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,16 +13,7 @@ from critic import Critic, criticize, stats
 from critic.document import Document, Section
 from critic.report import write_report
 from critic.results import markdown_table, outliers_table
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "section_count_critic.py"
-
-
-@pytest.fixture(scope="module")
-def tutorial():
-    spec = importlib.util.spec_from_file_location("section_count_critic", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.critic.conftest import EXAMPLE
 
 
 def docs_with(counts, prefix):
@@ -45,14 +34,19 @@ def test_tutorial_critic_is_short_and_scores_by_closed_form(tutorial, tmp_path):
     np.testing.assert_array_equal(again.score(test).latent_nll, got)
 
 
-def tie_broken_p(reference: np.ndarray, value: float, doc_id: str, *, seed: int,
+def _u(doc_id: str, seed: int, statistic: str) -> float:
+    """A document's tie-break: the first 8 bytes of SHA-256 of ``"seed:statistic:id"`` over 2^64."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{statistic}:{doc_id}".encode()).digest()[:8], "big") / 2 ** 64
+
+
+def tie_broken_p(reference: np.ndarray, reference_ids, value: float, doc_id: str, *, seed: int,
                  statistic: str = "latent_nll_per_step") -> float:
-    """The right-tail p-value by hand: ``(1 + #{r > v} + floor(u (t + 1))) / (1 + n)``, ``t = #{r = v}``, the
-    document's place among equal reference values chosen by ``u``: the first 8 bytes of SHA-256 of
-    ``"seed:statistic:id"`` over 2^64."""
-    u = int.from_bytes(hashlib.sha256(f"{seed}:{statistic}:{doc_id}".encode()).digest()[:8], "big") / 2 ** 64
-    greater, equal = np.sum(reference > value + 1e-12), np.sum(np.abs(reference - value) <= 1e-12)
-    return (1 + greater + math.floor(u * (equal + 1))) / (1 + len(reference))
+    """The right-tail p-value by hand: ``(1 + #{r > v} + #{r = v, u_r > u}) / (1 + n)``: among equal values the
+    documents' tie-breaks ``u`` decide which is above."""
+    u = _u(doc_id, seed, statistic)
+    above = sum(r > value + 1e-12 or (abs(r - value) <= 1e-12 and _u(i, seed, statistic) > u)
+                for r, i in zip(reference, reference_ids))
+    return (1 + above) / (1 + len(reference))
 
 
 def test_criticize_numbers(tutorial, tmp_path):
@@ -89,7 +83,7 @@ def test_criticize_numbers(tutorial, tmp_path):
     assert ref.latent_nll_ci == pytest.approx(stats.bootstrap_cis(t_ref, [stats.MEAN], n_resamples=400, seed=3)[0])
     # outlier p-values: empirical p of T/M against the reference set, by brute force, ties broken
     for d, t in zip(cand.documents, t_cand):
-        assert d.outlier_p_value == pytest.approx(tie_broken_p(t_ref, t, d.id, seed=3))
+        assert d.outlier_p_value == pytest.approx(tie_broken_p(t_ref, [d.id for d in reference], t, d.id, seed=3))
     top = result.outliers(top=3)
     assert [d.id for _, d in top] == ["c5", "c3", "c1"]  # 12, 10 and 9 sections are the least likely
 
@@ -286,71 +280,106 @@ def test_outlier_p_values_compare_with_reference_documents_of_similar_length(tut
     assert result.outlier_score == "length" and result.config["outlier_score"] == "length"
     ref_words = np.array([len(d.text.split()) for d in reference])
     ref_t = np.array([d.latent_nll_per_step for d in result.reference.documents])
+    ref_ids = np.array([d.id for d in reference])
     edges = np.quantile(ref_words, [0.25, 0.5, 0.75])  # 120 // 30 = 4 bins at the quartiles, [lo, hi)
     for d, doc in zip(result.candidates["lm"].documents, candidate):
         words = len(doc.text.split())
-        same = ref_t[np.sum(ref_words[:, None] >= edges, axis=1) == np.sum(words >= edges)]
+        same = np.sum(ref_words[:, None] >= edges, axis=1) == np.sum(words >= edges)
         assert d.words == words
-        assert d.outlier_p_value == pytest.approx(tie_broken_p(same, d.latent_nll_per_step, d.id, seed=0))
-        assert d.plain_p_value == pytest.approx(tie_broken_p(ref_t, d.latent_nll_per_step, d.id, seed=0))
+        assert d.outlier_p_value == pytest.approx(tie_broken_p(ref_t[same], ref_ids[same], d.latent_nll_per_step,
+                                                               d.id, seed=0))
+        assert d.plain_p_value == pytest.approx(tie_broken_p(ref_t, ref_ids, d.latent_nll_per_step, d.id, seed=0))
     plain = criticize(critic, reference, {"lm": candidate}, n_bootstrap=20, n_permutations=20, outlier_score="plain")
     assert [d.outlier_p_value for d in plain.candidates["lm"].documents] == \
         [d.plain_p_value for d in result.candidates["lm"].documents]
-    assert "against the whole reference set" in outliers_table(plain)
+    assert "among all real documents" in outliers_table(plain)
     assert "of similar length" in outliers_table(result)
     with pytest.raises(ValueError, match="outlier_score must be one of length, plain, got 'short'"):
         criticize(critic, reference, {"lm": candidate}, outlier_score="short")
 
 
-def test_outlier_p_values_combine_the_statistics_beside_t_by_sidak():
-    """Each column gets T/M's p-value (by hand: three length bins of 30 reference documents, or the whole
-    reference); the outlier p-value is 1 - (1 - min_j p_j)^J, and with one column the column's own p-value."""
+def test_outlier_p_values_combine_the_statistics_by_rank_within_length_groups():
+    """Each statistic's own p-value is the empirical one within the document's length group (by hand: three
+    groups of 30 pool documents); the outlier p-value is the conformal one of the smallest rank (the definition,
+    brute force); plain: the same against the whole pool; location-scale: on the pool-fitted residuals."""
+    from critic.conformal import location_scale_residuals
+    from critic.criticism import outlier_p_values
+    from tests.critic.test_conformal import augmented_p
+
+    rng = np.random.default_rng(0)
+    pool, pool_words = rng.normal(size=(90, 2)), rng.integers(10, 100, 90)
+    values, words = rng.normal(size=(25, 2)), rng.integers(10, 100, 25)
+    got = outlier_p_values(pool, values, pool_words=pool_words, words=words, seed=4)
+    pool_u = np.column_stack([stats.id_uniforms([f"pool:{k}" for k in range(90)], f"4:s{j}") for j in range(2)])
+    doc_u = np.column_stack([stats.id_uniforms([f"doc:{i}" for i in range(25)], f"4:s{j}") for j in range(2)])
+    v = stats.id_uniforms([f"doc:{i}" for i in range(25)], "4:outlier")
+    edges = np.quantile(pool_words, [1 / 3, 2 / 3])  # 90 // 30 = 3 groups, [lo, hi)
+    for i in range(25):
+        same = np.sum(pool_words[:, None] >= edges, axis=1) == np.sum(words[i] >= edges)
+        for j in range(2):
+            assert got.components[i, j] == pytest.approx((1 + np.sum(pool[same, j] > values[i, j])) / (1 + same.sum()))
+        assert got.p[i] == pytest.approx(augmented_p(pool[same], pool_u[same], values[i], doc_u[i], v[i]))
+        assert got.plain[i] == pytest.approx(augmented_p(pool, pool_u, values[i], doc_u[i], v[i]))
+    alone = outlier_p_values(pool[:, 0], values[:, 0], pool_words=pool_words, words=words, seed=4)
+    assert np.array_equal(alone.p, got.components[:, 0]) and alone.components.shape == (25, 1)
+    plain = outlier_p_values(pool, values, pool_words=pool_words, words=words, outlier_score="plain", seed=4)
+    assert np.array_equal(plain.p, got.plain) and np.array_equal(plain.plain, got.plain)
+    model = outlier_p_values(pool, values, pool_words=pool_words, words=words, size_model="location-scale", seed=4)
+    pairs = [location_scale_residuals(pool[:, j], pool_words, values[:, j], words) for j in range(2)]
+    z_pool, z = np.column_stack([a for a, _ in pairs]), np.column_stack([b for _, b in pairs])
+    for i in range(25):  # the critic's size model: the same combination of the residuals against the whole pool
+        assert model.p[i] == pytest.approx(augmented_p(z_pool, pool_u, z[i], doc_u[i], v[i]))
+    assert np.array_equal(model.plain, got.plain)
+    with pytest.raises(ValueError, match="size_model must be one of bins, location-scale"):
+        outlier_p_values(pool, values, pool_words=pool_words, words=words, size_model="splines")
+
+
+def test_length_matched_p_values_are_uniform_within_length_tertiles_where_plain_ones_are_not():
+    """Real documents whose T/M grows with length: the plain p-values flag the long ones (not uniform within
+    length tertiles: KS p < 1e-6), the length-matched ones are uniform in every tertile (KS p > 0.01)."""
+    from scipy.stats import kstest
+
     from critic.criticism import outlier_p_values
 
     rng = np.random.default_rng(0)
-    ref, ref_words = rng.normal(size=(90, 2)), rng.integers(10, 100, 90)
-    values, words = rng.normal(size=(25, 2)), rng.integers(10, 100, 25)
-    p, plain, each = outlier_p_values(ref, values, reference_words=ref_words, words=words)
-    edges = np.quantile(ref_words, [1 / 3, 2 / 3])  # 90 // 30 = 3 bins, [lo, hi)
-    for i in range(25):
-        same = np.sum(ref_words[:, None] >= edges, axis=1) == np.sum(words[i] >= edges)
-        for j in range(2):
-            assert each[i, j] == pytest.approx((1 + np.sum(ref[same, j] >= values[i, j])) / (1 + same.sum()))
-        assert p[i] == pytest.approx(1 - (1 - each[i].min()) ** 2)
-        whole = [(1 + np.sum(ref[:, j] >= values[i, j])) / 91 for j in range(2)]
-        assert plain[i] == pytest.approx(1 - (1 - min(whole)) ** 2)
-    alone = outlier_p_values(ref[:, 0], values[:, 0], reference_words=ref_words, words=words)
-    assert np.array_equal(alone[0], each[:, 0]) and alone[2].shape == (25, 1)
-    assert np.array_equal(alone[1], stats.empirical_p_values(ref[:, 0], values[:, 0]))
-    same_plain = outlier_p_values(ref, values, reference_words=ref_words, words=words, outlier_score="plain")
-    assert np.array_equal(same_plain[0], plain) and np.array_equal(same_plain[1], plain)
-    model = outlier_p_values(ref, values, reference_words=ref_words, words=words, size_model="location-scale")
-    for j in range(2):  # the critic's size model: each column's residual p-value, combined the same way
-        assert np.array_equal(model[2][:, j], stats.size_model_p_values(ref[:, j], ref_words, values[:, j], words))
-    assert np.allclose(model[0], 1 - (1 - model[2].min(axis=1)) ** 2) and np.array_equal(model[1], plain)
-    with pytest.raises(ValueError, match="size_model must be one of bins, location-scale"):
-        outlier_p_values(ref, values, reference_words=ref_words, words=words, size_model="splines")
+
+    def real(n):
+        words = rng.integers(20, 400, size=n)
+        return words, 0.01 * words + rng.normal(size=n)
+
+    ref_words, ref = real(3000)
+    words, values = real(3000)
+    got = outlier_p_values(ref, values, pool_words=ref_words, words=words)
+    tertile = np.searchsorted(np.quantile(words, [1 / 3, 2 / 3]), words, side="right")
+    for t in range(3):
+        assert kstest(got.p[tertile == t], "uniform").pvalue > 0.01
+    assert min(kstest(got.plain[tertile == t], "uniform").pvalue for t in range(3)) < 1e-6
 
 
-@pytest.mark.parametrize("dependence, expected", [
-    ("independent", lambda a: a),                         # Sidak is exact: uniform
-    ("identical", lambda a: 1 - math.sqrt(1 - a)),        # one statistic counted twice: conservative
-    ("opposed", lambda a: 2 * (1 - math.sqrt(1 - a))),    # p_2 = 1 - p_1: the worst case, below -log(1 - a)
-])
-def test_the_sidak_combination_s_level_follows_closed_forms(dependence, expected):
-    """P(p <= a) for two statistics on real (exchangeable) documents, against a reference of 200,000: a under
-    independence, 1 - sqrt(1 - a) for identical statistics, 2 (1 - sqrt(1 - a)) for opposed ones, which stays
-    within the documented bound -log(1 - a)."""
+def test_location_scale_p_values_are_uniform_at_every_length_where_groups_are_not():
+    """Real documents whose statistic shifts and widens with length: against a pool of 300 (10 groups of 30) the
+    grouped p-values of the shortest tertile are off (a trend inside the shortest group; KS p < 0.01 over the
+    pooled 200 trials' shortest tertile), the location-scale residuals are uniform in every tertile (KS p > 0.01)
+    and reach p-values below the groups' floor of 1/31."""
+    from scipy.stats import kstest
+
     from critic.criticism import outlier_p_values
 
     rng = np.random.default_rng(1)
 
-    def draw(n):
-        first = rng.random(n)
-        second = {"independent": rng.random(n), "identical": first, "opposed": -first}[dependence]
-        return np.column_stack([first, second])
+    def real(n):
+        words = np.exp(rng.uniform(np.log(10), np.log(400), size=n))
+        return words, 3.0 * np.log(words) + (0.5 + 0.2 * np.log(words)) * rng.normal(size=n)
 
-    p = outlier_p_values(draw(200_000), draw(100_000), outlier_score="plain")[0]
-    for a in (0.01, 0.05, 0.2):
-        assert np.mean(p <= a) == pytest.approx(expected(a), abs=4 * math.sqrt(expected(a) / 100_000) + 2e-5)
-        assert np.mean(p <= a) <= -math.log(1 - a) + 4 * math.sqrt(a / 100_000)
+    pooled = {"bins": [[], [], []], "location-scale": [[], [], []]}
+    for trial in range(200):
+        ref_words, ref = real(300)
+        words, values = real(60)
+        tertile = np.searchsorted(np.quantile(words, [1 / 3, 2 / 3]), words, side="right")
+        for name in pooled:
+            p = outlier_p_values(ref, values, pool_words=ref_words, words=words, size_model=name, seed=trial).p
+            for t in range(3):
+                pooled[name][t].extend(p[tertile == t])
+    assert all(kstest(pooled["location-scale"][t], "uniform").pvalue > 0.01 for t in range(3))
+    assert kstest(pooled["bins"][0], "uniform").pvalue < 0.01
+    assert min(map(min, pooled["location-scale"])) < 1 / 31 <= min(map(min, pooled["bins"]))

@@ -1,8 +1,10 @@
 """critic.inputs: every input format on real files (Parquet and Arrow written with pyarrow), auto-detection,
-sections, made-up ids, the read report and bad input (a DocumentError naming the file and line or row)."""
+sections (auto, and the warning for headings read with none), lm-eval repeats and prompts, made-up ids, the read
+report and bad input (a DocumentError naming the file and line or row)."""
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import sys
@@ -11,8 +13,8 @@ import pytest
 
 from critic import inputs
 from critic.document import Document, DocumentError, Section, write_jsonl
-from critic.inputs import FORMATS, InputOptions, ReadReport, detect_format, iter_documents, read_documents, \
-    split_sections
+from critic.inputs import FORMATS, InputOptions, ReadReport, add_arguments, detect_format, iter_documents, \
+    options_from_args, read_documents, read_with_args, split_sections
 
 import pyarrow as pa  # noqa: E402  (critic[arrow]: installed by .ci/install.sh, never skipped)
 import pyarrow.ipc  # noqa: E402,F401  (pa.ipc)
@@ -27,6 +29,13 @@ def write_lines(path, *objs):
 
 def untitled(doc_id, text):
     return Document(doc_id, (Section(None, text),))
+
+
+def cli_args(*argv):
+    """What a command that reads documents parses from ``argv`` (its reader options only)."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(list(argv))
 
 
 def raises(path, options=InputOptions(), **kw) -> str:
@@ -75,7 +84,8 @@ def test_text_jsonl_ids_metadata_and_report(tmp_path):
                                 "2 ids made as gens:LINE")
     assert report.to_dict() == {"path": str(path), "format": "text-jsonl", "n_read": 4,
                                 "skipped": {"empty text": 1}, "examples": {"empty text": f"{path}:6"},
-                                "generated_ids": 2, "dropped_metadata": {}}
+                                "generated_ids": 2, "dropped_metadata": {}, "sectioned_by_headings": 0,
+                                "warnings": []}
 
 
 def test_text_jsonl_other_fields_and_name(tmp_path):
@@ -154,15 +164,121 @@ def test_sections_option_through_the_reader(tmp_path):
     assert report.skipped == {}
 
 
+MAN_PAGE = "# NAME\nls - list directory contents\n\n# SYNOPSIS\nls [OPTION]... [FILE]...\n"
+
+
+@pytest.mark.parametrize("text, sections", [
+    (MAN_PAGE, [Section("NAME", "ls - list directory contents"), Section("SYNOPSIS", "ls [OPTION]... [FILE]...")]),
+    (" plain prose,\nno headings \n", [Section(None, " plain prose,\nno headings \n")]),  # verbatim, as none
+    ("# \n# \n# ", [Section(None, "# \n# \n# ")]),  # degenerate: bare '#' lines are no titles
+    ("#  \t\nbody", [Section(None, "#  \t\nbody")]),
+    ("code:\n```sh\n# install it\nmake\n```\n", [Section(None, "code:\n```sh\n# install it\nmake\n```\n")]),
+    ("#no-space\n####### seven\n", [Section(None, "#no-space\n####### seven\n")]),
+    ("# \nintro\n## Real\nbody", [Section("", "intro"), Section("Real", "body")]),  # one titled heading: markdown
+])
+def test_split_sections_auto(text, sections):
+    assert split_sections(text, "auto") == sections
+
+
+def test_markdown_mode_makes_empty_titles_of_bare_hashes_where_auto_does_not():
+    assert split_sections("# \n# \n# ", "markdown") == [Section("", "")] * 3
+    assert split_sections("# \n# \n# ", "auto") == [Section(None, "# \n# \n# ")]
+
+
+def test_sections_auto_is_the_default_decided_per_document_and_counted(tmp_path):
+    plain = {"id": "plain", "text": "Just prose.\nNo headings here."}
+    path = write_lines(tmp_path / "g.jsonl", {"id": "man", "text": MAN_PAGE}, plain,
+                       {"id": "junk", "text": "# \n# \n# "}, {"id": "man2", "text": "intro\n## OPTIONS\n-a all"})
+    report = ReadReport()
+    docs = read_documents(path, report=report)
+    assert InputOptions().sections == "auto"
+    assert docs == [Document("man", (Section("NAME", "ls - list directory contents"),
+                                     Section("SYNOPSIS", "ls [OPTION]... [FILE]..."))),
+                    untitled("plain", "Just prose.\nNo headings here."), untitled("junk", "# \n# \n# "),
+                    Document("man2", (Section(None, "intro"), Section("OPTIONS", "-a all")))]
+    assert report.sectioned_by_headings == 2 and report.warnings == []
+    assert report.summary() == f"{path}: 4 documents (text-jsonl); 2 split at Markdown headings (--sections auto)"
+    assert report.to_dict()["sectioned_by_headings"] == 2
+    alone = read_documents(write_lines(tmp_path / "alone.jsonl", plain))  # no other document changes it
+    assert alone == [docs[1]] and alone[0].text == "Just prose.\nNo headings here."
+
+
+def headed_set(tmp_path, n_headed, n_plain, n_bare=0):
+    """A text-jsonl file: n_headed man pages, n_plain prose generations, n_bare degenerate '# ' ones."""
+    return write_lines(tmp_path / "g.jsonl", *[{"id": f"h{k}", "text": MAN_PAGE} for k in range(n_headed)],
+                       *[{"id": f"p{k}", "text": "prose"} for k in range(n_plain)],
+                       *[{"id": f"b{k}", "text": "# \n# "} for k in range(n_bare)])
+
+
+NONE_WARNING = ("{} of {} documents have Markdown headings but --sections none reads each as one untitled section: "
+                "use --sections auto or markdown")
+
+
+def test_sections_none_on_mostly_headed_documents_is_read_as_asked_with_a_warning(tmp_path):
+    path = headed_set(tmp_path, 2, 1)
+    report = ReadReport()
+    docs = read_documents(path, InputOptions(sections="none"), report=report)
+    assert docs == [untitled("h0", MAN_PAGE), untitled("h1", MAN_PAGE), untitled("p0", "prose")]
+    assert report.warnings == [NONE_WARNING.format(2, 3)] and report.sectioned_by_headings == 0
+    assert report.summary() == f"{path}: 3 documents (text-jsonl); warning: {NONE_WARNING.format(2, 3)}"
+    assert report.to_dict()["warnings"] == [NONE_WARNING.format(2, 3)]
+    for options in (InputOptions(), InputOptions(sections="markdown")):  # the same file, split: nothing to warn of
+        report = ReadReport()
+        read_documents(path, options, report=report)
+        assert report.warnings == []
+
+
+@pytest.mark.parametrize("n_headed, n_plain, n_bare", [(1, 1, 0), (1, 0, 2), (0, 0, 3)])
+def test_sections_none_warns_only_when_more_than_half_have_titled_headings(tmp_path, n_headed, n_plain, n_bare):
+    report = ReadReport()
+    read_documents(headed_set(tmp_path, n_headed, n_plain, n_bare), InputOptions(sections="none"), report=report)
+    assert report.warnings == []
+
+
+def test_the_none_warning_comes_once_the_last_document_is_read(tmp_path):
+    report = ReadReport()
+    docs = iter_documents(headed_set(tmp_path, 2, 0), InputOptions(sections="none"), report=report)
+    next(docs), next(docs)
+    assert report.warnings == []
+    assert list(docs) == [] and report.warnings == [NONE_WARNING.format(2, 2)]
+
+
+def test_read_with_args_says_the_warning_and_the_auto_splits_on_stderr(tmp_path, capsys):
+    path = headed_set(tmp_path, 2, 1)
+    docs, read = read_with_args(cli_args("--sections", "none"), path)
+    assert len(docs) == 3 and read["warnings"] == [NONE_WARNING.format(2, 3)]
+    assert capsys.readouterr().err == (f"critic: {path}: 3 documents (text-jsonl); "
+                                       f"warning: {NONE_WARNING.format(2, 3)}\n")
+    docs, read = read_with_args(cli_args(), path)
+    assert [d.section_titles for d in docs] == [["NAME", "SYNOPSIS"], ["NAME", "SYNOPSIS"], [None]]
+    assert read["sectioned_by_headings"] == 2 and read["warnings"] == []
+    assert capsys.readouterr().err == f"critic: {path}: 3 documents (text-jsonl); 2 split at Markdown headings " \
+                                      "(--sections auto)\n"
+    read_with_args(cli_args(), write_lines(tmp_path / "quiet.jsonl", {"id": "a", "text": "prose"}))
+    assert capsys.readouterr().err == ""
+
+
+def test_command_line_defaults_are_the_options_defaults():
+    assert options_from_args(cli_args()) == InputOptions()
+    assert options_from_args(cli_args("--sections", "markdown", "--lm-eval-text", "prompt+continuation")) == \
+        InputOptions(sections="markdown", lm_eval_text="prompt+continuation")
+    with pytest.raises(SystemExit):
+        cli_args("--lm-eval-text", "prompt")
+
+
 def test_options_are_checked():
     with pytest.raises(DocumentError, match="unknown input format 'csv'; choose auto, documents, text-jsonl"):
         InputOptions(format="csv")
     with pytest.raises(DocumentError, match="unknown sections mode 'separator:'"):
         InputOptions(sections="separator:")
-    with pytest.raises(DocumentError, match="unknown sections mode 'headings'"):
+    with pytest.raises(DocumentError) as err:
         InputOptions(sections="headings")
+    assert str(err.value) == "unknown sections mode 'headings'; choose auto, none, markdown or separator:STRING"
     with pytest.raises(DocumentError, match="the separator between generations is empty"):
         InputOptions(separator="")
+    with pytest.raises(DocumentError) as err:
+        InputOptions(lm_eval_text="prompt")
+    assert str(err.value) == "unknown lm-eval text 'prompt'; choose continuation or prompt+continuation"
 
 
 # ------------------------------------------------------------------ lm-eval
@@ -177,20 +293,53 @@ def lm_sample(doc_id, resps, *, filtered=None, arguments=None, flt="none", targe
 LM_NAME = "samples_story_gen_2024-05-01T12-34-56.123456.jsonl"
 
 
-def test_lm_eval_generations(tmp_path):
+def test_lm_eval_generations_every_repeat_a_document(tmp_path):
     path = write_lines(tmp_path / LM_NAME, lm_sample(0, [[" Once upon a time."]], target="42"),
                        lm_sample(1, [["A story.", "Another.", "Third."]]),
                        lm_sample(2, [["Old log."]], arguments=[["prompt", {"until": []}]]),
-                       lm_sample(3, [["  "]]))
+                       lm_sample(3, [["  "]]), lm_sample(4, [["Kept.", " \n"]]))
     report = ReadReport()
     docs = read_documents(path, report=report)
-    assert docs == [untitled("0", " Once upon a time."), untitled("1", "A story."), untitled("2", "Old log.")]
-    assert [d.metadata for d in docs] == [{"task": "story_gen", "target": "42"}, {"task": "story_gen", "target": "t"},
-                                          {"task": "story_gen", "target": "t"}]
+    assert docs == [untitled("0", " Once upon a time."), untitled("1/0", "A story."), untitled("1/1", "Another."),
+                    untitled("1/2", "Third."), untitled("2", "Old log."), untitled("4/0", "Kept.")]
+    task = {"task": "story_gen", "target": "t"}
+    assert [d.metadata for d in docs] == [{"task": "story_gen", "target": "42"}, {**task, "repeat": 0},
+                                          {**task, "repeat": 1}, {**task, "repeat": 2}, task, {**task, "repeat": 0}]
     assert report.format == "lm-eval" and report.generated_ids == 0
-    assert report.skipped == {"repeated samples after the first": 2, "empty text": 1}
-    assert report.summary() == (f"{path}: 3 documents (lm-eval); skipped 3: repeated samples after the first ×2 "
-                                f"(first at {path}:2), empty text ×1 (first at {path}:4)")
+    assert report.skipped == {"empty text": 2} and report.examples == {"empty text": f"{path}:4"}
+    assert report.summary() == f"{path}: 6 documents (lm-eval); skipped 2: empty text (first at {path}:4)"
+
+
+def test_lm_eval_prompt_plus_continuation(tmp_path):
+    """The generation continues the request's context verbatim: the document is the two joined, nothing between."""
+    story = {"gen_args_0": {"arg_0": "Write a story.\n\nStory:", "arg_1": {"until": ["\n\n"]}}}
+    man = [["# NAME\nls - list directory contents\n# SYNOPSIS\n", {"until": []}]]  # the older list form
+    path = write_lines(tmp_path / LM_NAME, lm_sample(0, [[" Once upon a time."]], arguments=story),
+                       lm_sample(1, [["ls [OPTION]...", "ls -la", "  "]], arguments=man))
+    report = ReadReport()
+    docs = read_documents(path, InputOptions(lm_eval_text="prompt+continuation"), report=report)
+    name = Section("NAME", "ls - list directory contents")
+    assert docs == [untitled("0", "Write a story.\n\nStory: Once upon a time."),
+                    Document("1/0", (name, Section("SYNOPSIS", "ls [OPTION]..."))),
+                    Document("1/1", (name, Section("SYNOPSIS", "ls -la")))]
+    assert [d.metadata.get("repeat") for d in docs] == [None, 0, 1]
+    assert report.skipped == {"empty text": 1}  # a blank generation is skipped, prompt or not
+    assert report.summary() == (f"{path}: 3 documents (lm-eval); skipped 1: empty text (first at {path}:2); "
+                                "2 split at Markdown headings (--sections auto)")
+    assert [d.text for d in read_documents(path)] == [" Once upon a time.", "ls [OPTION]...", "ls -la"]
+
+
+@pytest.mark.parametrize("sample, shown", [
+    ({"doc_id": "d9", "target": "x", "filtered_resps": ["only filtered"]}, "null"),
+    (lm_sample(0, [["x"]], arguments={"gen_args_0": {"arg_0": 5, "arg_1": {"until": []}}}),
+     '{"gen_args_0": {"arg_0": 5, "arg_1": {"until": []}}}'),
+    (lm_sample(0, [["x"]], arguments=[]), "[]"),
+])
+def test_lm_eval_prompt_plus_continuation_needs_a_prompt(tmp_path, sample, shown):
+    path = write_lines(tmp_path / LM_NAME, sample)
+    assert raises(path, InputOptions(lm_eval_text="prompt+continuation")) == (
+        f"{path}:1: --lm-eval-text prompt+continuation needs the prompt, the first request's context, and this "
+        f"sample has none (arguments: {shown}); criticise the generations alone with --lm-eval-text continuation")
 
 
 def test_lm_eval_reads_the_raw_generation_once_per_document(tmp_path):
@@ -201,11 +350,13 @@ def test_lm_eval_reads_the_raw_generation_once_per_document(tmp_path):
                        lm_sample(0, [["So 6 * 7 = 42.\n#### 42"]], filtered=["42"], flt="flexible-extract"),
                        lm_sample(1, [["It is 5."]], filtered=["5"], flt="flexible-extract"))
     report = ReadReport()
-    docs = read_documents(path, report=report)
+    docs = read_documents(path, InputOptions(sections="none"), report=report)
     assert docs == [untitled("0", "So 6 * 7 = 42.\n#### 42"), untitled("1", "It is 5.")]
     assert docs[0].metadata == {"task": "gsm8k", "target": "t"}
     reason = "filter 'flexible-extract' (same generations as 'strict-match')"
     assert report.skipped == {reason: 2} and report.examples == {reason: f"{path}:3"}
+    # gsm8k's answer line '#### 42' is a Markdown heading: --sections auto (the default) splits there
+    assert read_documents(path)[0] == Document("0", (Section(None, "So 6 * 7 = 42."), Section("42", "")))
 
 
 def test_lm_eval_filtered_only_and_unnamed_file(tmp_path):

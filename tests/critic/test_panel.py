@@ -44,8 +44,12 @@ def test_panel_needs_the_same_sets_under_every_critic(sets, panel):
                             n_bootstrap=20, n_permutations=20)
     with pytest.raises(ValueError, match="a panel compares the same sets"):
         PanelResult({**panel.results, **other.results})
-    with pytest.raises(ValueError, match="flag level"):
+    with pytest.raises(ValueError, match=r"flag level must lie in \(0, 1\], got 0.0"):
         criticize_panel(critics, reference, candidates, level=0.0)
+    with pytest.raises(ValueError, match=r"flag fdr must lie in \(0, 1\], got 1.5"):
+        criticize_panel(critics, reference, candidates, fdr=1.5)
+    with pytest.raises(ValueError, match="both are None"):
+        criticize_panel(critics, reference, candidates, fdr=None)
 
 
 class _Collect(HTMLParser):
@@ -149,3 +153,80 @@ def test_the_report_histogram_marks_exactly_the_documents_each_critic_flags(pane
         fig = latent_nll_histogram_figure(result, flagged=flagged_per_step(panel.flagged(), label))
         line = next(x for x in fig.axes[0].get_lines() if x.get_label().endswith(" flagged"))
         assert want and sorted(line.get_xdata()) == want and line.get_label() == f"{len(want)} flagged"
+
+
+def bh_by_hand(p_values: list[float], fdr: float) -> set[int]:
+    """The Benjamini-Hochberg step-up procedure, literally: reject the k* smallest, k* = max{k : p_(k) <= k fdr / m}."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    m = len(p_values)
+    k_star = max((k for k in range(1, m + 1) if p_values[order[k - 1]] <= k * fdr / m), default=0)
+    return set(order[:k_star])
+
+
+def test_flags_at_a_false_discovery_rate_are_benjamini_hochberg_s_rejections(sets):
+    """The default rule: each critic flags, in each candidate set, the documents BH rejects at 0.3 over the set's
+    outlier p-values (at most ``top`` of them, the least likely); flag_counts counts them all; flags sort by the
+    number of critics, then the smallest q-value."""
+    critics, reference, candidates = sets
+    panel = criticize_panel(critics, reference, candidates, fdr=0.3, top=3, n_bootstrap=20, n_permutations=20)
+    assert panel.fdr == 0.3 and panel.level is None
+    want: dict[tuple[str, str], set[str]] = {}
+    for label, result in panel.results.items():
+        for name, s in result.candidates.items():
+            rejected = bh_by_hand([d.outlier_p_value for d in s.documents], 0.3)
+            assert panel.flag_counts()[label][name] == len(rejected)
+            chosen = sorted((s.documents[i] for i in rejected),
+                            key=lambda d: (d.outlier_p_value, -d.latent_nll_per_step, d.id))[:3]
+            for d in chosen:
+                want.setdefault((name, d.id), set()).add(label)
+    flags = panel.flagged()
+    assert {(f.set, f.id): set(f.by) for f in flags} == want and flags
+    keys = [(-len(f.by), f.min_q_value) for f in flags]
+    assert keys == sorted(keys)
+    assert "q-value at most 0.3 (Benjamini-Hochberg over each set's outlier p-values): at most 30% of a set's " \
+           "flags are expected to be real documents" == panel.rule
+    default = criticize_panel(critics, reference, candidates, n_bootstrap=20, n_permutations=20)
+    assert default.fdr == 0.1 and default.to_dict()["flags"]["fdr"] == 0.1
+
+
+def test_flag_power_says_when_flags_cannot_fire_and_what_would_fix_it():
+    """From the calibration the result records: no flag at all when the smallest p-value is above the FDR;
+    a lone outlier among m documents needs p <= fdr / m; each with the real documents per length group needed."""
+    from critic.panel import flag_power
+    from critic.results import CriticismResult, SetResult
+
+    def result(smallest_group: int, groups: int, m: int) -> CriticismResult:
+        about = {"n": smallest_group * groups, "sources": {"reference": smallest_group * groups}, "groups": groups,
+                 "smallest_group": smallest_group, "smallest_p": 1 / (smallest_group + 1)}
+        def one(name, n):
+            return SetResult(name=name, n=n, latent_nll=1.0, latent_nll_ci=(0.0, 2.0), latent_ppl=2.0,
+                             latent_ppl_ci=(1.0, 3.0), n_skipped=0, skipped={}, n_unknown=0, documents=[])
+        return CriticismResult(critic={"name": "sections"}, reference=one("reference", 10),
+                               candidates={"lm": one("lm", m)}, config={"calibration": about})
+
+    few = flag_power(result(8, 2, 80), 0.1)
+    assert few[0] == ("p-values against 16 real documents (16 reference) in 2 length group(s) of at least 8: the "
+                      "smallest p-value is 0.111")
+    assert few[1] == ("cannot flag any document of 'lm' at FDR 0.1: the smallest p-value 0.111 is above it; it "
+                      "needs 9 real documents per length group (about 18 in all): fit the critic with calibration "
+                      "documents (critic fit cross-fits its training documents) or give a larger reference")
+    lone = flag_power(result(99, 10, 80), 0.1)
+    assert lone[1] == ("in 'lm' a lone outlier needs p <= 0.00125 (80 documents at FDR 0.1): at least 8 documents "
+                       "must reach the smallest p-value together (799 real documents per length group (about 7990 "
+                       "in all) would flag one alone)")
+    assert flag_power(result(999, 10, 80), 0.1)[1:] == []
+    assert flag_power(result(8, 2, 80), 0.2, by_fdr=False)[1:] == []  # per document at 0.2: 1/9 is below it
+
+
+def test_results_written_before_fdr_flags_load_with_their_level(sets, tmp_path):
+    critics, reference, candidates = sets
+    panel = criticize_panel(critics, reference, candidates, n_bootstrap=20, n_permutations=20)
+    write_panel_report(panel, tmp_path / "r")
+    payload = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert payload["flags"] == {"fdr": 0.1, "level": None, "top": 20, "counts": panel.flag_counts()}
+    back = load_results(tmp_path / "r")
+    assert back.fdr == 0.1 and back.level is None and back.flagged() == panel.flagged()
+    payload["flags"] = {"level": 0.01, "top": 20}  # an older report: flags at a p-value level
+    (tmp_path / "r" / "results.json").write_text(json.dumps(payload))
+    old = load_results(tmp_path / "r")
+    assert old.fdr is None and old.level == 0.01

@@ -209,11 +209,15 @@ class SpreadCritic(MeanCritic):
 
 
 def test_statistics_beside_t_are_combined_into_the_outlier_p_value_and_kept_beside_it(tmp_path):
-    """A critic's outlier statistic gets T/M's p-value against the reference (by hand: one length bin, 40
-    reference documents), the outlier p-value is their Sidak combination, the plain one likewise, and each one's own
-    p-value is kept (``p_values``), through documents.jsonl and back; the tables say what ranks.  A document whose
-    mean is typical but whose numbers spread widely is flagged only through the statistic."""
+    """A critic's outlier statistic gets T/M's p-value against the reference (by hand: one length group, 40
+    reference documents), the outlier p-value is the conformal one of their smaller rank (the definition, brute
+    force), the plain one likewise, and each one's own p-value is kept (``p_values``), through documents.jsonl and
+    back; the tables say what ranks.  A document whose mean is typical but whose numbers spread widely is flagged
+    only through the statistic: its spread is the most extreme (p 1/41), a rank it shares with the reference's most
+    extreme T/M, so its outlier p-value is 1/41 or 2/41 as the tie-break decides (Sidak's bound: 0.049 always)."""
     from critic.results import DocumentResult, outliers_table
+    from critic.stats import id_uniforms
+    from tests.critic.test_conformal import augmented_p
 
     rng = np.random.default_rng(0)
     reference = [doc(f"r{i}", rng.normal(0.0, 0.3, 2)) for i in range(40)]
@@ -223,16 +227,24 @@ def test_statistics_beside_t_are_combined_into_the_outlier_p_value_and_kept_besi
     ref_docs = result.reference.documents
     ref_t = np.array([d.latent_nll_per_step for d in ref_docs])
     ref_spread = np.array([d.extras["spread"] for d in ref_docs])
+    ref_ids = [d.id for d in ref_docs]
+    ref_u = np.column_stack([id_uniforms(ref_ids, f"0:{name}") for name in ("latent_nll_per_step", "spread")])
     for d in result.candidates["lm"].documents:
-        own = {"latent_nll_per_step": (1 + np.sum(ref_t >= d.latent_nll_per_step)) / 41,
-               "spread": (1 + np.sum(ref_spread >= d.extras["spread"])) / 41}
+        own = {"latent_nll_per_step": (1 + np.sum(ref_t > d.latent_nll_per_step)) / 41,
+               "spread": (1 + np.sum(ref_spread > d.extras["spread"])) / 41}
         assert d.p_values == pytest.approx(own)
-        assert d.outlier_p_value == pytest.approx(1 - (1 - min(own.values())) ** 2)
-        assert d.plain_p_value == pytest.approx(d.outlier_p_value)  # 40 reference documents: one length bin
+        u = [id_uniforms([d.id], f"0:{name}")[0] for name in ("latent_nll_per_step", "spread")]
+        assert d.outlier_p_value == pytest.approx(augmented_p(np.column_stack([ref_t, ref_spread]), ref_u,
+                                                              [d.latent_nll_per_step, d.extras["spread"]], u,
+                                                              id_uniforms([d.id], "0:outlier")[0]))
+        assert d.plain_p_value == pytest.approx(d.outlier_p_value)  # 40 reference documents: one length group
     wide = next(d for d in result.candidates["lm"].documents if d.id == "wide")
-    assert wide.p_values["latent_nll_per_step"] > 0.5 and wide.outlier_p_value == pytest.approx(1 - (40 / 41) ** 2)
+    assert wide.p_values["latent_nll_per_step"] > 0.5 and wide.p_values["spread"] == pytest.approx(1 / 41)
+    assert wide.outlier_p_value in (pytest.approx(1 / 41), pytest.approx(2 / 41))
     assert result.outliers("lm", top=1)[0][1].id == "wide"
-    assert "combined (Sidak" in outliers_table(result) and "beside it: spread" in outliers_table(result)
+    assert "combined with the critic's statistics beside it by rank" in outliers_table(result)
+    assert "beside it by rank (the smallest of a document's ranks, itself ranked among the real documents'): spread" \
+        in outliers_table(result)
     write_report(result, tmp_path / "r", plot=False)
     rows = [json.loads(line) for line in (tmp_path / "r" / "documents.jsonl").read_text().splitlines()]
     back = [DocumentResult.from_dict({k: v for k, v in row.items() if k != "set"}) for row in rows if row["set"] == "lm"]

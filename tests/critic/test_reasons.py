@@ -95,10 +95,10 @@ def test_reasons_round_trip_through_documents_jsonl_and_show_in_report_md(sets, 
     assert with_reasons(back) == flagged_pairs(panel)
     assert [f.reasons for f in back.flagged()] == [f.reasons for f in panel.flagged()]
     md = (out / "report.md").read_text()
-    assert "| set | document | critics | min outlier p | why |" in md
+    assert "| set | document | critics | min q | min outlier p | why |" in md
     for f in panel.flagged():
         why = "<br>".join(f"{label}: {'; '.join(lines)}".replace("|", "\\|") for label, lines in f.reasons.items())
-        assert f"| {f.set} | {f.id} | {', '.join(f.by)} | {f.min_p_value:.4f} | {why} |" in md
+        assert f"| {f.set} | {f.id} | {', '.join(f.by)} | {f.min_q_value:.4f} | {f.min_p_value:.4f} | {why} |" in md
     assert "<b>" in md and " \\| a & b" in md  # Markdown keeps the text; only the cell separator is escaped
     lines = (out / "documents.jsonl").read_text().splitlines()
     k = next(i for i, line in enumerate(lines) if '"reasons"' in line)

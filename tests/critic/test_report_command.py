@@ -139,3 +139,77 @@ def test_mauve_of_sets_large_enough_is_mauve_text_s(tmp_path, fixture_manpage_ro
     add_set_statistics(panel, ref, {"lm": cand}, mauve=True, seed=3)
     want = mauve_text([d.text for d in cand], [d.text for d in ref], seed=3)
     assert panel.results["s"].set("lm").statistics["mauve"] == pytest.approx(want, rel=1e-12)
+
+
+def test_markdown_generations_are_split_at_their_headings_without_being_told(job, capsys):
+    """The issue's case: real pages written as Markdown, read with the default --sections (auto), score as the
+    same pages do: the candidate set is not a confident false verdict against the reference."""
+    tmp, data, generations, gens = job
+    test = read_jsonl(data / "test.jsonl")
+    real = tmp / "real.jsonl"
+    real.write_text("".join(json.dumps({"id": d.id, "text": markdown(d)}) + "\n" for d in test))
+    out = tmp / "auto"
+    assert main(["report", "--critic", str(tmp / "sections"), "--reference", str(data / "test.jsonl"),
+                 "--candidate", f"markdown={real}", "--n-bootstrap", "20", "--n-permutations", "20",
+                 "--out", str(out)]) == 0
+    assert f"{len(test)} split at Markdown headings (--sections auto)" in capsys.readouterr().err
+    result = load_results(out).results["sections"]
+    same = {d.id: d.latent_nll for d in result.reference.documents}
+    assert {d.id: d.latent_nll for d in result.candidates["markdown"].documents} == pytest.approx(same)
+
+
+def test_untitled_generations_against_titled_pages_stop_with_the_fix_unless_asked_for(job, capsys):
+    """Every generation one untitled section (no headings to detect) while the reference's pages have titled
+    sections: under the default --sections the command stops before scoring, naming the set and the fix; with
+    --sections none (said explicitly) it criticises them as they are, and the set's warning leads the report."""
+    tmp, data, _, _ = job
+    test = read_jsonl(data / "test.jsonl")
+    plain = tmp / "plain.jsonl"
+    plain.write_text("".join(json.dumps({"id": d.id, "text": d.text}) + "\n" for d in test))
+    out = tmp / "untitled"
+    args = ["report", "--critic", str(tmp / "sections"), "--reference", str(data / "test.jsonl"),
+            "--candidate", f"plain={plain}", "--n-bootstrap", "20", "--n-permutations", "20", "--out", str(out)]
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert ("candidate set 'plain': 100% of the documents are one untitled section, against 0% of the reference's: "
+            "their sections were not read (--sections markdown or separator:STRING), or the model writes none. Say "
+            "how their sections are written (--sections separator:STRING, or markdown), or give --sections none to "
+            "criticise each as one untitled section") in err
+    assert "Traceback" not in err and not out.exists()
+    assert main(args + ["--sections", "none"]) == 0
+    panel = load_results(out)
+    warning = next(w for w in panel.results["sections"].candidates["plain"].warnings
+                   if w.startswith("100% of the documents are one untitled section"))
+    assert f"sections: 'plain': {warning}" in (out / "index.html").read_text().replace("&#x27;", "'")
+
+
+def test_fit_keeps_calibration_documents_and_outliers_says_what_bounds_the_flags(job, capsys, tmp_path):
+    """critic fit cross-fits (--calibration-folds) and says so; critic outliers prints the flags at the FDR and,
+    against a reference and calibration too small for any flag, says so on stdout and stderr."""
+    tmp, data, generations, _ = job
+    train = data / "train.jsonl"
+    n_train = len(read_jsonl(train))
+    assert main(["fit", "sections", "--train", str(train), "--out", str(tmp_path / "c3"), "--params",
+                 '{"delta": 0.1}', "--calibration-folds", "3"]) == 0
+    assert f"calibration: {n_train} documents ({n_train} cross-fitted in 3 folds)" in capsys.readouterr().out
+    critic = Critic.load(tmp_path / "c3")
+    assert critic.calibration.folds == 3 and len(critic.calibration) == n_train
+    assert main(["fit", "sections", "--train", str(train), "--out", str(tmp_path / "c1"),
+                 "--calibration-folds", "1"]) == 2
+    assert "--calibration-folds: must be 0 (no cross-fitting) or at least 2, got 1" in capsys.readouterr().err
+    assert main(["fit", "sections", "--train", str(train), "--out", str(tmp_path / "c0"), "--params",
+                 '{"delta": 0.1}', "--calibration-folds", "0"]) == 0
+    capsys.readouterr()
+    gens = tmp_path / "gens.jsonl"
+    gens.write_text("".join(json.dumps(d.to_dict()) + "\n" for d in generations))
+    assert main(["outliers", str(tmp_path / "c0"), "--reference", str(data / "test.jsonl"), "--input", str(gens),
+                 "--top", "3"]) == 0
+    captured = capsys.readouterr()
+    n_ref = len(read_jsonl(data / "test.jsonl"))
+    assert f"0 of {len(generations)} documents flagged: q-value at most 0.1" in captured.out
+    cannot = (f"cannot flag any document of 'input' at FDR 0.1: the smallest p-value {1 / (n_ref + 1):.3g} is "
+              "above it") if 1 / (n_ref + 1) > 0.1 else "a lone outlier needs"
+    assert cannot in captured.out
+    if cannot.startswith("cannot"):
+        assert f"critic: warning: sections: {cannot}" in captured.err

@@ -124,11 +124,28 @@ def test_the_classifier_critic_names_the_least_likely_transitions_of_its_map_pat
 
 def test_the_worst_transition_is_the_largest_factor_of_t_and_joins_the_outlier_p_value(critic):
     """``worst_transition_nll`` = max over the M + 1 transitions of -log P_c, by hand; T(x) is their sum; the
-    outlier p-value is the Sidak combination of the two statistics' own p-values."""
+    outlier p-value is the conformal combination of the two statistics' ranks among the reference's (plain: the
+    definition, brute force)."""
+    import numpy as np
+
+    from critic.stats import id_uniforms
+    from tests.critic.test_conformal import augmented_p
+
     by_hand = ByHand([[s.title for s in d.sections] for d in training()], DELTA)
     chains = {"ok": ["name", "synopsis", "description"], "repeat": ["name", "synopsis", "synopsis", "description"],
               "one": ["options"], "drop": ["name", "description"]}
     got = results(critic, [page(k, v) for k, v in chains.items()])
+    plain = criticize(critic, training(), {"test": [page(k, v) for k, v in chains.items()]}, n_bootstrap=10,
+                      n_permutations=10, outlier_score="plain")
+    ref = plain.reference.documents
+    names = ("latent_nll_per_step", "worst_transition_nll")
+    pool = np.array([[d.latent_nll_per_step, d.extras["worst_transition_nll"]] for d in ref])
+    pool_u = np.column_stack([id_uniforms([d.id for d in ref], f"0:{n}") for n in names])
+    for d in plain.candidates["test"].documents:
+        u = [id_uniforms([d.id], f"0:{n}")[0] for n in names]
+        assert d.outlier_p_value == pytest.approx(augmented_p(pool, pool_u, [d.latent_nll_per_step,
+                                                                             d.extras["worst_transition_nll"]],
+                                                              u, id_uniforms([d.id], "0:outlier")[0]), rel=1e-12)
     for doc_id, chain in chains.items():
         factors = [-math.log(by_hand.p(a, b)) for a, b in zip(["<bos>", *chain], [*chain, "<eos>"])]
         d = got[doc_id]
@@ -136,5 +153,5 @@ def test_the_worst_transition_is_the_largest_factor_of_t_and_joins_the_outlier_p
         assert d.latent_nll == pytest.approx(sum(factors), rel=1e-12)
         p = d.p_values
         assert set(p) == {"latent_nll_per_step", "worst_transition_nll"}
-        assert d.outlier_p_value == pytest.approx(1 - (1 - min(p.values())) ** 2, rel=1e-12)
+        assert min(p.values()) <= d.outlier_p_value  # the combined rank is never more extreme than the best one
     assert got["repeat"].extras["worst_transition_nll"] > got["ok"].extras["worst_transition_nll"]

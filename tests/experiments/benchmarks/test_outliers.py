@@ -64,7 +64,7 @@ def test_calibration_against_the_reference_is_not_fooled_by_its_finite_size():
     failed, vs_reference = 0, []
     for r in range(10):
         j = 1 + r % 2
-        p = outlier_p_values(rng.random((414, j)), rng.random((373, j)), reference_words=ref_words, words=words)[0]
+        p = outlier_p_values(rng.random((414, j)), rng.random((373, j)), pool_words=ref_words, words=words, seed=r).p
         cal = calibration(p, words, reference_words=ref_words, outlier_score="length", statistics=j, n_null=39, seed=r)
         failed += min(cal["tertiles"]) < 0.01
         vs_reference += [cal["vs_reference"]["all"], *cal["vs_reference"]["tertiles"]]
@@ -80,10 +80,10 @@ def test_calibration_against_the_reference_finds_a_length_confounded_score():
     ref_words, words = _words(rng)
     ref, values = ref_words + rng.normal(0, 20, 414), words + rng.normal(0, 20, 373)
     for score in ("plain", "length"):
-        p = outlier_p_values(ref, values, reference_words=ref_words, words=words, outlier_score=score)[0]
+        p = outlier_p_values(ref, values, pool_words=ref_words, words=words, outlier_score=score).p
         tertiles = calibration(p, words, reference_words=ref_words, outlier_score=score, n_null=99)["vs_reference"]
         assert (max(tertiles["tertiles"]) == 0.01) if score == "plain" else (min(tertiles["tertiles"]) > 0.05)
-    each = outlier_p_values(rng.random((414, 2)), rng.random((373, 2)), reference_words=ref_words, words=words)[2]
+    each = outlier_p_values(rng.random((414, 2)), rng.random((373, 2)), pool_words=ref_words, words=words).components
     bonferroni = np.minimum(1.0, 2 * each.min(axis=1))
     cal = calibration(bonferroni, words, reference_words=ref_words, outlier_score="length", statistics=2, n_null=99)
     assert cal["vs_reference"]["all"] == 0.01
