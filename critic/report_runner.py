@@ -41,7 +41,8 @@ from typing import Any
 
 from .config import ConfigError, Key, Schema, check_params, seeded_params
 from .critic import Critic
-from .criticism import OUTLIER_SCORES, require_comparable_shapes
+from .criticism import require_comparable_shapes
+from .outliers import OUTLIER_SCORES
 from .inputs import FORMATS, LM_EVAL_TEXTS, InputOptions, ReadReport, read_documents
 from .io import sha256_file
 from .panel import FLAG_FDR, FLAG_TOP, add_set_statistics, criticize_panel

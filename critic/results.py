@@ -64,7 +64,7 @@ class DocumentResult:
 
     ``outlier_p_value`` is the score documents are ranked by: the conformal p-value of ``T/M`` -- combined with
     the critic's statistics beside it (``config["outlier_statistics"]``) by their ranks -- against real documents
-    (the critic's calibration documents and the reference's; :class:`critic.criticism.OutlierPool`), those of
+    (the critic's calibration documents and the reference's; :class:`critic.outliers.OutlierPool`), those of
     similar length (``config["outlier_score"] == "length"``; ``words`` the document's word count,
     ``config["size_model"]`` how) or all of them (``"plain"``, which ``plain_p_value`` always holds).
     ``p_values`` holds each statistic's own p-value (``latent_nll_per_step`` and every statistic) for a critic

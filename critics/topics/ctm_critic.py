@@ -32,8 +32,8 @@ critic therefore reports, beside ``T(x)``, the share of the words it models that
 
 ``N(x)`` the in-vocabulary tokens (those the posterior is fitted to), ``U(x)`` the unknown ones (stop
 words and too-frequent types are in neither), as the extra ``oov_share`` and as an outlier statistic
-(:attr:`~critic.critic.Critic.outlier_statistics`): the outlier p-value combines ``u(x)``'s right-tail
-p-value with ``T(x)``'s (:func:`critic.criticism.outlier_p_values`).  ``T(x)`` and ``M(x)`` are the
+(:attr:`~critic.critic.Critic.outlier_statistics`): the outlier p-value combines ``u(x)``'s rank among real
+documents with ``T(x)``'s (:class:`critic.outliers.OutlierPool`).  ``T(x)`` and ``M(x)`` are the
 paper's, unchanged.
 """
 

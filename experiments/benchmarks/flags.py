@@ -38,7 +38,7 @@ import numpy as np
 
 from critic.io import atomic_write_text
 
-from .outliers import CASES, add_case_arguments, auc, ranking_scores
+from .outliers import CASES, add_case_arguments, auc, integer_list, ranking_scores
 
 __all__ = ["main", "repetition"]
 
@@ -129,21 +129,10 @@ def _row(r: dict) -> str:
             f"{r['fdp_clean']:.3f} ({r['fdp_clean_se']:.3f}) | {r['auc']:.3f} |")
 
 
-def _sizes(text: str) -> list[int]:
-    """``--reference-sizes``: comma-separated integers >= 2."""
-    try:
-        sizes = [int(x) for x in text.split(",")]
-    except ValueError:
-        sizes = []
-    if not sizes or min(sizes) < 2:
-        raise argparse.ArgumentTypeError(f"expected reference sizes >= 2 such as 50,100,500, got {text!r}")
-    return sizes
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m experiments.benchmarks.flags", description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", default="sections", help=f"comma-separated: {', '.join(CASES)} (default: sections)")
-    p.add_argument("--reference-sizes", type=_sizes, default=[50, 100, 500],
+    p.add_argument("--reference-sizes", type=integer_list(2, "50,100,500"), default=[50, 100, 500],
                    help="reference set sizes, comma-separated (default 50,100,500)")
     p.add_argument("--clean", type=int, default=60, help="clean candidates per set (default 60)")
     p.add_argument("--bad", type=int, default=20, help="corrupted candidates in the mixed set (default 20)")

@@ -50,7 +50,7 @@ from critic.io import atomic_write_text
 
 from .corpus import filtered_manpages
 
-__all__ = ["main", "ranking_scores", "auc", "detection", "calibration", "CASES", "add_case_arguments"]
+__all__ = ["main", "ranking_scores", "auc", "detection", "calibration", "CASES", "add_case_arguments", "integer_list"]
 
 
 def ranking_scores(p_values: np.ndarray, per_step: np.ndarray) -> np.ndarray:
@@ -106,12 +106,12 @@ def calibration(p_values: np.ndarray, words: np.ndarray, *, reference_words: np.
     ``vs_reference`` (``all``, ``tertiles``): the same KS distances ``D`` against their distribution for a
     calibrated score with this reference, simulated ``n_null`` times: ``statistics`` independent uniform
     statistics for the reference documents (``reference_words``) and for these ones (``words``), their
-    p-values by :func:`critic.criticism.outlier_p_values` under ``outlier_score`` and the critic's ``size_model``
+    p-values by :func:`critic.outliers.outlier_p_values` under ``outlier_score`` and the critic's ``size_model``
     (combined as the critic's are);
     ``p = (1 + #{D_null >= D}) / (1 + n_null)``.  Uniform under calibration whatever the reference's size; a
     score that is not calibrated (a length-confounded one, a conservative combination) still fails it.
     """
-    from critic.criticism import outlier_p_values
+    from critic.outliers import outlier_p_values
 
     tests = _ks_tests(p_values, words)
     observed = np.array([np.nan if t is None else t.statistic for t in tests])
@@ -283,7 +283,7 @@ def add_case_arguments(ap: argparse.ArgumentParser) -> None:
                     help="the CTM's fit: SVI (--ctm-steps) or variational EM from the NMF start")
     ap.add_argument("--passage-share", type=_share, default=0.3,
                     help="share of a summary's words an off-topic passage replaces (the ctm case)")
-    ap.add_argument("--lda-topics", type=_topic_counts, default=[2], help="the LDA critic's K, comma-separated (a "
+    ap.add_argument("--lda-topics", type=integer_list(2, "2,3,10"), default=[2], help="the LDA critic's K, comma-separated (a "
                                                                           "sweep finds the K that reverses its ranking)")
     ap.add_argument("--root", default="/usr/share/man", help="man page root")
     ap.add_argument("--work", help="keep resolutions here (the coref case; default: a temporary folder)")
@@ -360,15 +360,18 @@ def _p(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
 
 
-def _topic_counts(text: str) -> list[int]:
-    """``--lda-topics``: comma-separated integers >= 2."""
-    try:
-        counts = [int(k) for k in text.split(",")]
-    except ValueError:
-        counts = []
-    if not counts or min(counts) < 2:
-        raise argparse.ArgumentTypeError(f"expected topic counts >= 2 such as 2,3,10, got {text!r}")
-    return counts
+def integer_list(minimum: int, example: str):
+    """An argparse type: comma-separated integers, each at least ``minimum`` (``example`` in the message)."""
+    def parse(text: str) -> list[int]:
+        try:
+            values = [int(x) for x in text.split(",")]
+        except ValueError:
+            values = []
+        if not values or min(values) < minimum:
+            raise argparse.ArgumentTypeError(f"expected integers >= {minimum} such as {example}, got {text!r}")
+        return values
+
+    return parse
 
 
 def _share(text: str) -> float:

@@ -10,7 +10,7 @@ from scipy.stats import poisson
 from critic import Critic, criticize
 from critic.calibration import Calibration, document_digest, fold_of
 from critic.critic import CriticLoadError
-from critic.criticism import OutlierPool
+from critic.outliers import OutlierPool
 from critic.document import Document, Section
 from critic.stats import id_uniforms
 

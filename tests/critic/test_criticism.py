@@ -303,7 +303,7 @@ def test_outlier_p_values_combine_the_statistics_by_rank_within_length_groups():
     groups of 30 pool documents); the outlier p-value is the conformal one of the smallest rank (the definition,
     brute force); plain: the same against the whole pool; location-scale: on the pool-fitted residuals."""
     from critic.conformal import location_scale_residuals
-    from critic.criticism import outlier_p_values
+    from critic.outliers import outlier_p_values
     from tests.critic.test_conformal import augmented_p
 
     rng = np.random.default_rng(0)
@@ -339,7 +339,7 @@ def test_length_matched_p_values_are_uniform_within_length_tertiles_where_plain_
     length tertiles: KS p < 1e-6), the length-matched ones are uniform in every tertile (KS p > 0.01)."""
     from scipy.stats import kstest
 
-    from critic.criticism import outlier_p_values
+    from critic.outliers import outlier_p_values
 
     rng = np.random.default_rng(0)
 
@@ -363,7 +363,7 @@ def test_location_scale_p_values_are_uniform_at_every_length_where_groups_are_no
     and reach p-values below the groups' floor of 1/31."""
     from scipy.stats import kstest
 
-    from critic.criticism import outlier_p_values
+    from critic.outliers import outlier_p_values
 
     rng = np.random.default_rng(1)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import random
 
-import numpy as np
 import pytest
 
 from experiments.benchmarks.flags import main, repetition

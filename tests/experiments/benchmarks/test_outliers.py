@@ -57,7 +57,7 @@ def test_calibration_against_the_reference_is_not_fooled_by_its_finite_size():
     plain KS test in some length tertile often (observed 5 of 10 at 0.01), because they share one reference of
     about 40 documents a bin; against the simulated null of that reference the KS p-values are uniform (mean of
     40 observed 0.48)."""
-    from critic.criticism import outlier_p_values
+    from critic.outliers import outlier_p_values
 
     rng = np.random.default_rng(0)
     ref_words, words = _words(rng)
@@ -74,7 +74,7 @@ def test_calibration_against_the_reference_is_not_fooled_by_its_finite_size():
 def test_calibration_against_the_reference_finds_a_length_confounded_score():
     """A statistic that grows with length: its plain p-values fail in every tertile (the smallest p the null allows),
     its length-matched ones pass; a combination that is conservative (Bonferroni's 2 min p, capped at 1) fails."""
-    from critic.criticism import outlier_p_values
+    from critic.outliers import outlier_p_values
 
     rng = np.random.default_rng(1)
     ref_words, words = _words(rng)
