@@ -106,7 +106,10 @@ class Calibration:
                            self.columns[keep], self.words[keep], self.statistics, dict(self.sources), self.folds)
 
     def summary(self) -> str:
-        """``"812 documents (712 cross-fitted in 5 folds, 100 validation)"``."""
+        """``"812 documents (712 cross-fitted in 5 folds, 100 validation)"``, or what to give when it has none."""
+        if not len(self):
+            return ("none (no cross-fitting and no validation documents: outlier p-values will compare with the "
+                    "reference alone; give --valid or --calibration-folds K)")
         parts = [f"{k} {name}" + (f" in {self.folds} folds" if name == "cross-fitted" else "")
                  for name, k in self.sources.items() if k]
         return f"{len(self)} documents" + (f" ({', '.join(parts)})" if parts else "")

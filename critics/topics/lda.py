@@ -168,6 +168,7 @@ class LdaCodeMixCritic(Critic):
     batch_size = 512
     headline = "latent_nll"  # a continuous latent (topic weights on the simplex): M(x) = 1
     needs = "free text (bag of words; sections are joined)"
+    calibration_folds = 0  # a fold's topics are not the full fit's: cross-fitted T(x) is off scale (docs/outliers.md)
 
     def __init__(self, *, num_topics: int = 3, passes: int = 10, iterations: int = 100, chunksize: int = 2000,
                  decay: float = 0.5, offset: float = 1.0, eta: float | None = None, gamma_threshold: float = 1e-4,

@@ -50,6 +50,8 @@ def test_folds_are_checked_and_zero_keeps_the_validation_only(tutorial):
     train = documents("t", 10, 2)
     critic = tutorial.SectionCountCritic().fit(train)
     assert critic.calibrate(train, None, folds=0).calibration.sources == {}
+    assert critic.calibration.summary().startswith("none (no cross-fitting and no validation documents: outlier "
+                                                   "p-values will compare with the reference alone")
     assert len(critic.calibrate(train, train[:3], folds=0).calibration) == 3
     for bad in (1, -2, True, 2.5):
         with pytest.raises(ValueError, match="calibration folds must be 0 .no cross-fitting. or an integer >= 2"):
