@@ -249,7 +249,7 @@ def _candidates(named: Sequence[tuple[str, Path]], reference_name: str) -> dict[
 def cmd_compare(args) -> int:
     from .critic import Critic
     from .criticism import criticize, require_comparable_shapes
-    from .panel import explain_outliers
+    from .panel import PanelResult, explain_outliers
     from .report import write_report
 
     named = _candidates(args.candidate, "reference")
@@ -264,8 +264,11 @@ def cmd_compare(args) -> int:
     documents = {"reference": reference, **candidates}
     explain_outliers(result, critic, documents, top=args.top)
     written = write_report(result, args.out, top=args.top, documents=documents, **flag_rule(args))
+    panel = PanelResult({critic.name: result}, top=args.top, **flag_rule(args))
     print(result)
-    print(f"\nwrote {', '.join(str(p) for p in written.values())}")
+    print(f"\n{len(panel.flagged())} flagged document(s) ({panel.rule})")
+    _say_power(panel)
+    print(f"wrote {', '.join(str(p) for p in written.values())}")
     return 0
 
 

@@ -229,7 +229,7 @@ def render_index(panel: PanelResult, flags: list[Flag], figures: Mapping[str, Ma
     for label, captions in figures.items():
         parts.append(f"<h2>{_e(label)}</h2>")
         parts += [f"<figure>{svg}<figcaption>{_e(caption)}</figcaption></figure>" for caption, svg in captions.items()]
-    parts += [f"<h2>Flagged documents ({len(flags)})</h2>", _outlier_table(panel, flags)]
+    parts += [f"<h2>{_e(panel.heading())}</h2>", _outlier_table(panel, flags)]
     return _page("Criticism report", "\n".join(parts), script=True)
 
 

@@ -123,18 +123,24 @@ class PanelResult:
             chosen = [d for d in documents if d.outlier_p_value <= self.level]
         return sorted(chosen, key=lambda d: (d.outlier_p_value, -d.latent_nll_per_step, d.id))
 
+    def heading(self) -> str:
+        """``"Flagged documents (239; 30 listed)"``: every flagged document, and those listed when ``top`` cuts."""
+        listed, every = len(self.flagged()), len(self.flagged(listed=False))
+        return f"Flagged documents ({every}" + (f"; {listed} listed)" if listed < every else ")")
+
     def flag_counts(self) -> dict[str, dict[str, int]]:
         """How many documents each critic flags in each candidate set (label -> set -> count), ``top`` aside."""
         return {label: {s.name: len(self._flags(s.documents)) for s in result.candidates.values()}
                 for label, result in self.results.items()}
 
-    def flagged(self) -> list[Flag]:
-        """The candidate documents flagged by at least one critic (at most ``top`` per critic and set); most
-        critics first, then smallest q-value and p-value, then set and id (see the module docstring)."""
+    def flagged(self, *, listed: bool = True) -> list[Flag]:
+        """The candidate documents flagged by at least one critic (``listed``: at most ``top`` per critic and set,
+        the ones the report lists; else all of them); most critics first, then smallest q-value and p-value, then
+        set and id (see the module docstring)."""
         by_doc: dict[tuple[str, str], dict[str, DocumentResult]] = defaultdict(dict)
         for label, result in self.results.items():
             for s in result.candidates.values():
-                for d in self._flags(s.documents)[:self.top]:
+                for d in self._flags(s.documents)[:self.top if listed else None]:
                     by_doc[(s.name, d.id)][label] = d
         flags = [Flag(set_name, doc_id, by) for (set_name, doc_id), by in by_doc.items()]
         order = {name: k for k, name in enumerate(self.set_names)}

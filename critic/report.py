@@ -170,9 +170,9 @@ def write_report(result: CriticismResult, out_dir: str | Path, *, top: int = 10,
 def _flag_lines(panel: PanelResult) -> list[str]:
     """``report.md``'s account of the flags: how many, what a flag means, what the p-values compare with and
     what bounds them (:meth:`PanelResult.power`), per critic and set."""
-    flags, counts = panel.flagged(), panel.flag_counts()
+    counts = panel.flag_counts()
     scores = sorted({r.outlier_note for r in panel.results.values()})
-    lines = [f"## Flagged documents ({len(flags)})", "", f"A flag: {panel.rule}.", "",
+    lines = [f"## {panel.heading()}", "", f"A flag: {panel.rule}.", "",
              f"Outlier p: {'; '.join(scores)}.", ""]
     for label, lines_of in panel.power().items():
         flagged = ", ".join(f"{markdown_cell(name)} {k}" for name, k in counts[label].items())

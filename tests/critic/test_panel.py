@@ -230,3 +230,15 @@ def test_results_written_before_fdr_flags_load_with_their_level(sets, tmp_path):
     (tmp_path / "r" / "results.json").write_text(json.dumps(payload))
     old = load_results(tmp_path / "r")
     assert old.fdr is None and old.level == 0.01
+
+
+def test_the_heading_counts_every_flag_and_says_how_many_are_listed(sets):
+    critics, reference, candidates = sets
+    panel = criticize_panel(critics, reference, candidates, level=0.5, top=2, n_bootstrap=20, n_permutations=20)
+    every = {(f.set, f.id) for f in panel.flagged(listed=False)}
+    assert every == {(name, d.id) for result in panel.results.values() for name, s in result.candidates.items()
+                     for d in s.documents if d.outlier_p_value <= 0.5}
+    listed = panel.flagged()
+    assert len(listed) < len(every) and panel.heading() == f"Flagged documents ({len(every)}; {len(listed)} listed)"
+    assert criticize_panel(critics, reference, candidates, level=0.5, top=1000, n_bootstrap=20,
+                           n_permutations=20).heading() == f"Flagged documents ({len(every)})"
