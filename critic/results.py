@@ -392,15 +392,17 @@ def markdown_cell(text: str) -> str:
 
 
 def outliers_table(result: CriticismResult, top: int = 10, name: str | None = None) -> str:
-    """Markdown table of the ``top`` flagged documents (smallest outlier p-value first), and what the p-value is;
-    a "why" column with each document's reasons (:attr:`DocumentResult.reasons`) when any has them."""
+    """Markdown table of the ``top`` least likely documents (smallest outlier p-value first) with their q-values
+    within their sets, and what the p-value is; a "why" column with each document's reasons
+    (:attr:`DocumentResult.reasons`) when any has them."""
     listed = result.outliers(name=name, top=top)
     why = any(d.reasons for _, d in listed)
     lines = [f"Outlier p: {result.outlier_note}.", "",
-             "| rank | set | document | T(x) | M(x) | T/M | outlier p ↓ |" + (" why |" if why else ""),
-             "|---:|---|---|---:|---:|---:|---:|" + ("---|" if why else "")]
+             "| rank | set | document | T(x) | M(x) | T/M | outlier p ↓ | q |" + (" why |" if why else ""),
+             "|---:|---|---|---:|---:|---:|---:|---:|" + ("---|" if why else "")]
     for rank, (set_name, d) in enumerate(listed, start=1):
-        lines.append(f"| {rank} | {set_name} | {d.id} | {d.latent_nll:.3f} | {d.latent_steps:g} | "
-                     f"{d.latent_nll_per_step:.3f} | {d.outlier_p_value:.4f} |"
+        q = "—" if d.q_value is None else f"{d.q_value:.4f}"
+        lines.append(f"| {rank} | {markdown_cell(set_name)} | {markdown_cell(d.id)} | {d.latent_nll:.3f} | "
+                     f"{d.latent_steps:g} | {d.latent_nll_per_step:.3f} | {d.outlier_p_value:.4f} | {q} |"
                      + (f" {markdown_cell('; '.join(d.reasons or []))} |" if why else ""))
     return "\n".join(lines)

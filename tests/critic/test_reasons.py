@@ -144,7 +144,7 @@ def test_critic_outliers_prints_why_each_listed_document_is_unlikely(sets, tmp_p
     assert main(["outliers", str(tmp_path / "model"), "--reference", str(tmp_path / "reference.jsonl"),
                  "--input", str(tmp_path / "input.jsonl"), "--top", "4"]) == 0
     printed = capsys.readouterr().out
-    assert "| rank | set | document | T(x) | M(x) | T/M | outlier p ↓ | why |" in printed
+    assert "| rank | set | document | T(x) | M(x) | T/M | outlier p ↓ | q | why |" in printed
     rows = [line for line in printed.splitlines() if line.startswith("| ") and "| input |" in line]
     docs = {d.id: d for d in candidates["permuted"]}
     assert len(rows) == 4
