@@ -128,6 +128,7 @@ def _fit_critic(run: Pipeline, stage: Stage, filtered: Stage) -> None:
         splits = read_splits(filtered.path)
         critic = ClassifierSectionCritic(**{k: v for k, v in settings.items() if v is not None}).to(run.device)
         critic.fit(splits["train"], validation=splits["valid"])
+        critic.calibrate(splits["train"], splits["valid"], seed=run.seed, log=run.log)
         accuracy, compared = critic.accuracy(splits["test"])
         critic.save(stage.path / "critic")
         atomic_write_text(stage.path / "accuracy.json", json.dumps(

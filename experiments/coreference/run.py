@@ -112,7 +112,8 @@ def _resolve(run: Pipeline, stage: Stage, docs: list[Document], worker) -> None:
 def _fit(run: Pipeline, stage: Stage, resolved_train: Stage, smoothing: str) -> None:
     with run.computing(stage):
         critic = CorefChainCritic(smoothing=smoothing, resolver="metadata", **run.config["critic"])
-        critic.fit(read_jsonl(resolved_train.path / "documents.jsonl"))
+        train = read_jsonl(resolved_train.path / "documents.jsonl")
+        critic.fit(train).calibrate(train, seed=run.seed, log=run.log)
         critic.save(stage.path / "critic")
     run.log(f"{stage.name}: {critic.training_chains_} chains, {critic.training_tokens_} tokens, "
             f"{len(critic.prior_.vocabulary)} target tokens; skipped {len(critic.training_skipped_)}")

@@ -109,6 +109,7 @@ def _fit(run: Pipeline, stage: Stage, train: list[Document], valid: list[Documen
         critic = CorrelatedTopicCritic(**settings, seed=seed).to(run.device)
         critic.fit(train, validation=valid)
         seconds = time.perf_counter() - start
+        critic.calibrate(train, valid, seed=seed, log=run.log)
         critic.save(stage.path / "critic")
         info = {"fit_seconds": seconds, "training_docs": critic.training_docs_,
                 "training_skipped": len(critic.training_skipped_), "vocabulary": len(critic.vocab_),
