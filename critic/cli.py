@@ -550,7 +550,8 @@ def _add_report(p: argparse.ArgumentParser) -> None:
                    help="generations to criticise, repeatable")
     p.add_argument("--out", required=True, type=Path, help="report folder (index.html, results.json, ...)")
     p.add_argument("--top", type=positive_int, default=20,
-                   help="flag at most this many documents per critic and set (default 20)")
+                   help="list (with a page each) at most this many flagged documents per critic and set, the least "
+                        "likely; the report counts them all (default 20)")
     resampling_options(p)
     p.add_argument("--word-ppl", action="append", type=named_number, default=[], metavar="NAME=VALUE",
                    help="a candidate's word perplexity (from critic lm ppl), shown beside the critics; repeatable")

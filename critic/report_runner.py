@@ -71,7 +71,7 @@ SCHEMA = Schema(
             "separator": Key(str, help="format text: the string between generations"),
         },
         "report": {
-            "top": Key(int, FLAG_TOP, min=1, help="flag at most this many documents per critic and set"),
+            "top": Key(int, FLAG_TOP, min=1, help="list at most this many flagged documents per critic and set"),
             "fdr": Key(float, FLAG_FDR, gt=0, max=1, help="flag documents whose q-value (Benjamini-Hochberg over "
                                                           "each set's outlier p-values) is at most this"),
             "flag_level": Key(float, gt=0, max=1, help="instead of fdr: flag at outlier p-values at most this, "
