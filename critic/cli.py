@@ -36,7 +36,7 @@ from .cli_args import (called_options, common_options, flag_rule, fold_count, na
                        positive_int, resampling_options, signature_options)
 from .config import (ConfigError, check_config, check_params, describe_settings, line_of, read_toml, seeded_params,
                      suggest)
-from .io import atomic_write_text, check_replaceable
+from .io import atomic_write_text, check_replaceable, output_lock
 
 __all__ = ["main", "build_parser", "seed_everything", "EXIT_ERROR", "EXIT_INTERRUPTED"]
 
@@ -124,7 +124,7 @@ def _params(cls: type, text: str | None) -> dict:
 def cmd_fit(args) -> int:
     cls = registry.get_critic(args.critic)
     params = seeded_params(cls, _params(cls, args.params), args.seed, where="--params")
-    check_replaceable(args.out, "critic.json", "a saved critic")
+    check_replaceable(args.out, "critic")
     train, _ = _read(args, args.train)
     valid = _read(args, args.valid)[0] if args.valid else None
     print(f"fitting {args.critic} on {len(train)} documents"
@@ -333,7 +333,7 @@ def cmd_report(args) -> int:
             raise ValueError(f"--word-ppl {name}=...: no candidate set {name!r} (the candidates: {', '.join(named)})")
     dirs = _critic_dirs(args.critic)
     critics = {label: Critic.load(path, device=args.device) for label, path in dirs.items()}
-    check_replaceable(args.out, "results.json", "a report directory")
+    check_replaceable(args.out, "report")
     reads: dict[str, dict] = {}
     reference, reads["reference"] = _read(args, args.reference, "reference", detect=True)
     candidates = {}
@@ -371,7 +371,8 @@ def cmd_run(args) -> int:
     config = check_config(data, runner.schema, where=str(path), text=text, allowed=("runner",))
     out = Path(args.out) if args.out else Path("runs") / path.stem
     out.mkdir(parents=True, exist_ok=True)
-    runner.fn(config, out=out, seed=args.seed, device=args.device)
+    with output_lock(out, inside=True):  # two runs in one folder would recompute each other's stages
+        runner.fn(config, out=out, seed=args.seed, device=args.device)
     return 0
 
 

@@ -43,7 +43,7 @@ import torch
 
 from .calibration import Calibration, cross_fit_calibration
 from .document import Document
-from .io import atomic_directory, atomic_write_text, check_replaceable, sha256_bytes, sha256_file
+from .io import OUTPUT_MARKER, atomic_directory, atomic_write_text, check_replaceable, sha256_bytes, sha256_file
 from .latent import Prior, cross_entropy, monte_carlo_cross_entropy
 
 __all__ = ["Critic", "Projection", "LatentNLL", "Scores", "NotFittedError", "CriticLoadError",
@@ -559,9 +559,9 @@ class Critic:
         """
         self._require_fitted()
         path = Path(path)
-        check_replaceable(path, "critic.json", "a saved critic")
+        check_replaceable(path, "critic")
         meta, tensors = self._meta()
-        with atomic_directory(path) as tmp:
+        with atomic_directory(path, "critic") as tmp:
             self._save_files(tmp)
             files = _hash_files(tmp)
             self._files_sha256 = (_state_digest(meta, tensors, {}), files)
@@ -637,11 +637,12 @@ def _jsonable(value: Any) -> Any:
 
 
 def _hash_files(directory: Path) -> dict[str, str]:
-    """``relative path -> sha256`` of a save directory's own files (all but critic.json and tensors.pt)."""
+    """``relative path -> sha256`` of a save directory's own files (all but critic.json, tensors.pt and the output
+    marker, :data:`critic.io.OUTPUT_MARKER`)."""
     out = {}
     for f in sorted(directory.rglob("*")):
         rel = f.relative_to(directory).as_posix()
-        if f.is_file() and rel not in ("critic.json", "tensors.pt"):
+        if f.is_file() and rel not in ("critic.json", "tensors.pt", OUTPUT_MARKER):
             out[rel] = sha256_file(f)
     return out
 

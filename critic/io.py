@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -47,6 +48,7 @@ from pathlib import Path
 from typing import IO, Iterator
 
 __all__ = ["atomic_write_text", "atomic_write_bytes", "atomic_open", "atomic_directory", "check_replaceable",
+           "OUTPUT_MARKER", "OUTPUT_KINDS", "output_lock",
            "sha256_file", "sha256_bytes", "current_umask", "remove_stale_temporaries", "is_temporary"]
 
 _HOST = hashlib.sha256(socket.gethostname().encode("utf-8", "surrogateescape")).hexdigest()[:8]
@@ -175,12 +177,14 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
 
 
 @contextlib.contextmanager
-def atomic_directory(path: str | Path) -> Iterator[Path]:
+def atomic_directory(path: str | Path, kind: str | None = None) -> Iterator[Path]:
     """Build a directory in a temporary sibling; it replaces ``path`` when the block succeeds.
 
     Yields the temporary directory to write into.  An existing ``path`` is
     moved aside and deleted only after the new one is in place; on an exception
-    the temporary directory is removed and ``path`` is untouched.
+    the temporary directory is removed and ``path`` is untouched.  With ``kind``
+    the folder gets the :data:`OUTPUT_MARKER` listing what was written, so that
+    :func:`check_replaceable` knows it as this tool's ``kind`` of folder.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -189,6 +193,10 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     try:
         os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp's 0700 -> what mkdir() would give
         yield tmp
+        if kind is not None:
+            OUTPUT_KINDS[kind]  # a known kind, or KeyError before anything is swapped in
+            atomic_write_text(tmp / OUTPUT_MARKER, json.dumps({"kind": kind, "files": _files_under(tmp)},
+                                                              indent=1) + "\n")
         old = None
         if path.exists():
             old = Path(tempfile.mkdtemp(prefix=_prefix(path.name), suffix=".old", dir=path.parent))
@@ -201,15 +209,99 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
         raise
 
 
-def check_replaceable(path: str | Path, marker: str, what: str) -> None:
-    """Refuse to replace anything at ``path`` but an empty directory or an earlier ``what``.
+OUTPUT_MARKER = ".critic-output.json"
+"""The file written into every folder this tool makes as a whole (a saved critic, a report): its kind and the
+files it wrote there.  Such a folder is replaced only when it is absent, empty, or holds this marker of the same
+kind and no file the tool did not write (:func:`check_replaceable`): an lm-eval output folder (which holds a
+``results.json`` of its own) or a report folder where the user left notes is never replaced."""
 
-    ``what`` is recognised by the file ``marker`` inside it (``critic.json``
-    for a saved critic, ``results.json`` for a report).  Raises ``ValueError``.
-    """
+
+def _files_under(path: Path) -> list[str]:
+    """The files under ``path`` (recursive, links included as files), relative POSIX paths, the marker left out."""
+    out = []
+    for root, dirs, files in os.walk(path):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            rel = Path(root, name).relative_to(path).as_posix()
+            if rel != OUTPUT_MARKER:
+                out.append(rel)
+    return sorted(out)
+
+
+def _read_marker(path: Path) -> dict | None:
+    try:
+        marker = json.loads((path / OUTPUT_MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(marker, dict) and isinstance(marker.get("kind"), str) and isinstance(marker.get("files"), list)
+    return marker if ok else None
+
+
+OUTPUT_KINDS = {"critic": "a saved critic", "report": "a report directory"}
+"""The kinds of folder this tool writes as a whole (:func:`atomic_directory`), and how messages name them."""
+
+
+def check_replaceable(path: str | Path, kind: str) -> None:
+    """Refuse to replace anything at ``path`` but an empty folder or one this tool wrote as ``kind`` (a key of
+    :data:`OUTPUT_KINDS`; :data:`OUTPUT_MARKER`) that holds nothing else.  Raises ``ValueError`` naming the
+    folder and what is in it."""
+    what = OUTPUT_KINDS[kind]
     path = Path(path)
-    if path.exists() and (not path.is_dir() or (any(path.iterdir()) and not (path / marker).is_file())):
-        raise ValueError(f"{path}: exists and is not {what}; refusing to replace it")
+    if not path.exists() and not path.is_symlink():
+        return
+    if path.is_symlink() or not path.is_dir():
+        raise ValueError(f"{path}: exists and is not {what}; refusing to replace it: it is not a folder")
+    entries = sorted(e.name for e in path.iterdir())
+    if not entries:
+        return
+    marker = _read_marker(path)
+    if marker is None or marker["kind"] != kind:
+        shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+        raise ValueError(f"{path}: exists and is not {what}; refusing to replace it: it holds {shown}, which this "
+                         "tool did not write as one (choose a new or an empty folder)")
+    extra = sorted(set(_files_under(path)) - set(marker["files"]))
+    if extra:
+        shown = ", ".join(extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
+        raise ValueError(f"{path}: is {what} but also holds files this tool did not write ({shown}); refusing to "
+                         "replace it, which would delete them: move them out or choose another folder")
+
+
+@contextlib.contextmanager
+def output_lock(path: str | Path, *, inside: bool = False) -> Iterator[None]:
+    """Hold an exclusive lock on the output ``path`` while a run writes it: a second run asking for the same output
+    stops at once with a ``ValueError`` naming it and the process that holds it.  The lock is ``fcntl.flock`` on
+    ``.NAME.lock`` beside ``path`` (``inside``: ``.lock`` in the folder ``path``, for a run folder), holding the
+    holder's PID; the kernel releases it when the process ends, however it ends.  The holder removes the file
+    before releasing it; a run that locked a file removed meanwhile (its path now names another file, or none)
+    tries again, so two runs never hold two different files."""
+    import fcntl
+
+    path = Path(path)
+    lock = path / ".lock" if inside else path.with_name(f".{path.name}.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~current_umask())
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise ValueError(f"{path}: another run (process {holder}) is writing it; wait for it to end or choose "
+                             "another output") from None
+        try:
+            same = os.stat(lock).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the holder before us removed it after we opened it: lock the file the path names now
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock)
+        os.close(fd)
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -139,10 +139,10 @@ def write_report(result: CriticismResult, out_dir: str | Path, *, top: int = 10,
     replaced only if it is a report (holds ``results.json``) or empty.
     """
     out = Path(out_dir)
-    check_replaceable(out, "results.json", "a report directory")
+    check_replaceable(out, "report")
     names: dict[str, str] = {}
     panel = PanelResult({result.critic_name: result}, top=top, fdr=fdr, level=level)
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, "report") as tmp:
         write_results_json(result, tmp / "results.json", extra={"flags": panel.to_dict()["flags"], **(extra or {})})
         write_documents_jsonl(result, tmp / "documents.jsonl")
         report = ["# Criticism report", "", markdown_table(result), "", *_flag_lines(panel), "",
@@ -206,8 +206,8 @@ def write_panel_report(panel: PanelResult, out_dir: str | Path, *, extra: dict |
     figures = critic_figures(critics, panel, documents or {})
     views = {label: critic.document_view for label, critic in critics.items()}
     out = Path(out_dir)
-    check_replaceable(out, "results.json", "a report directory")
-    with atomic_directory(out) as tmp:
+    check_replaceable(out, "report")
+    with atomic_directory(out, "report") as tmp:
         payload = panel.to_dict()
         payload["environment"] = environment()
         if extra:

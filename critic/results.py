@@ -40,6 +40,7 @@ from typing import Any
 
 from .labels import (COMBINED_NOTE, HEADLINES, HIGHER_IS_BETTER, OUTLIER_SCORE_NOTES, SIZE_MODEL_NOTES, STATISTICS,
                      TWO_SIDED_NOTE)
+from .terminal import printable
 
 __all__ = ["SCHEMA_VERSION", "HIGHER_IS_BETTER", "STATISTICS", "HEADLINES", "DocumentResult", "Comparison",
            "SetResult", "CriticismResult", "json_ready", "markdown_table", "markdown_cell", "outliers_table"]
@@ -375,7 +376,7 @@ def markdown_table(result: CriticismResult) -> str:
         beside = f" {_num(s.latent_nll)} | {_ci(s.latent_nll_ci)} |" if nll_beside else ""
         se = f" {_num(s.latent_nll_mc_stderr, '.4f')} |" if mc else ""
         extra = "".join(f" {_num(s.statistics.get(k))} |" for k in stats)
-        lines.append(f"| {s.name}{flag} | {s.n} | {_num(value)} | {_ci(ci)} | {diff} |{beside}{se}{extra} "
+        lines.append(f"| {markdown_cell(s.name)}{flag} | {s.n} | {_num(value)} | {_ci(ci)} | {diff} |{beside}{se}{extra} "
                      f"{s.n_skipped} | {s.n_unknown} |")
     notes = [f"- ⚠ critic: {w}" for w in result.critic.get("warnings", [])]
     notes += [f"- ⚠ `{s.name}`: {w}" for s in result.sets for w in s.warnings]
@@ -387,8 +388,9 @@ def markdown_table(result: CriticismResult) -> str:
 
 
 def markdown_cell(text: str) -> str:
-    """``text`` as one cell of a Markdown table: ``|`` escaped, line breaks as spaces."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """``text`` as one cell of a Markdown table: control characters escaped (:func:`critic.terminal.printable`),
+    ``|`` escaped, line breaks as spaces."""
+    return " ".join(printable(text).split()).replace("|", "\\|")
 
 
 def outliers_table(result: CriticismResult, top: int = 10, name: str | None = None) -> str:

@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .critic import Critic, Scores
 from .document import Document, DocumentError
-from .io import atomic_open, atomic_write_text
+from .io import atomic_open, atomic_write_text, output_lock
 
 __all__ = ["CHUNK_DOCUMENTS", "Chunk", "Scorer", "chunk_batches", "plan_chunks", "score_chunk", "score_rows",
            "scored_chunks", "score_stream", "merge_shards", "progress_path", "parse_shard"]
@@ -187,6 +187,14 @@ def score_stream(critic: Critic, docs: Iterable[Document], out: str | Path, *, s
     same bytes either way); resumes an earlier run with the same settings (see the module docstring).
     Returns the finished progress record."""
     out = Path(out)
+    with output_lock(out):  # a second run writing the same output would append every chunk again
+        return _score_stream(critic, docs, out, source=source, seed=seed, batches_per_chunk=batches_per_chunk,
+                             shard=shard, progress=progress, scorer=scorer)
+
+
+def _score_stream(critic: Critic, docs: Iterable[Document], out: Path, *, source: str | Path, seed: int,
+                  batches_per_chunk: int | None, shard: tuple[int, int], progress: bool, scorer: Scorer | None
+                  ) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     batches_per_chunk = chunk_batches(critic, batches_per_chunk)
     settings = _settings(critic, source, seed, batches_per_chunk, shard)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import json
 import os
 import stat
 import subprocess
@@ -139,3 +140,60 @@ def test_only_the_targets_own_folder_is_looked_at(tmp_path):
     assert remove_stale_temporaries(tmp_path / "absent" / "out") == []
     (tmp_path / "file").write_text("")
     assert remove_stale_temporaries(tmp_path / "file" / "out") == []
+
+
+def test_a_folder_is_replaced_only_when_this_tool_wrote_it_as_that_kind_and_nothing_else(tmp_path):
+    """The output-folder rule: absent, empty, or marked as this kind by the tool and holding only what it wrote;
+    a folder of another tool with a file of the same name (lm-eval's results.json), one of another kind, a file,
+    and a report where the user left notes are refused, naming the folder and what is in it, and left as they were."""
+    from critic.io import OUTPUT_MARKER, atomic_directory, check_replaceable
+
+    out = tmp_path / "report"
+    check_replaceable(out, "report")  # absent
+    out.mkdir()
+    check_replaceable(out, "report")  # empty
+    with atomic_directory(out, "report") as tmp:
+        (tmp / "results.json").write_text("{}")
+        (tmp / "pages").mkdir()
+        (tmp / "pages" / "0.html").write_text("<p>")
+    marker = json.loads((out / OUTPUT_MARKER).read_text())
+    assert marker == {"kind": "report", "files": ["pages/0.html", "results.json"]}
+    check_replaceable(out, "report")  # its own: replaceable
+    with pytest.raises(ValueError, match=f"{out}: exists and is not a saved critic; refusing to replace it: it holds "
+                                         rf"{OUTPUT_MARKER}, pages, results.json"):
+        check_replaceable(out, "critic")
+    (out / "pages" / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match=rf"{out}: is a report directory but also holds files this tool did not "
+                                         r"write \(pages/notes.txt\); refusing to replace it, which would delete"):
+        check_replaceable(out, "report")
+    lm_eval = tmp_path / "lm-eval"
+    lm_eval.mkdir()
+    for name in ("results.json", "samples_gsm8k.jsonl"):
+        (lm_eval / name).write_text("theirs")
+    with pytest.raises(ValueError, match=rf"{lm_eval}: exists and is not a report directory; refusing to replace it: "
+                                         r"it holds results.json, samples_gsm8k.jsonl, which this tool did not"):
+        check_replaceable(lm_eval, "report")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="file: exists and is not a report directory; refusing to replace it: it "
+                                         "is not a folder"):
+        check_replaceable(tmp_path / "file", "report")
+    assert sorted(p.name for p in lm_eval.iterdir()) == ["results.json", "samples_gsm8k.jsonl"]
+    assert (out / "pages" / "notes.txt").read_text() == "mine"
+
+
+def test_an_output_lock_stops_a_second_run_and_leaves_nothing_behind(tmp_path):
+    from critic.io import output_lock
+
+    run = tmp_path / "run"
+    with output_lock(run, inside=True):
+        assert (run / ".lock").read_text() == f"{os.getpid()}\n"
+        with pytest.raises(ValueError, match=rf"{run}: another run \(process {os.getpid()}\) is writing it"):
+            with output_lock(run, inside=True):
+                pass
+    assert list(run.iterdir()) == []  # the lock file goes with its holder
+    out = tmp_path / "scores.jsonl"
+    with output_lock(out):
+        assert (tmp_path / ".scores.jsonl.lock").is_file()
+    with output_lock(out):  # released: the next run takes it
+        pass
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]

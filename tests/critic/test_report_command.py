@@ -213,3 +213,29 @@ def test_fit_keeps_calibration_documents_and_outliers_says_what_bounds_the_flags
     assert cannot in captured.out
     if cannot.startswith("cannot"):
         assert f"critic: warning: sections: {cannot}" in captured.err
+
+
+def test_report_never_replaces_an_lm_eval_output_folder_it_reads_from(job, capsys):
+    """The issue's case: --out pointing at the lm-eval folder whose samples file is the candidate (it holds a
+    results.json of lm-eval's own) stops before any work, exit 2, and every file stays; a report folder this tool
+    wrote is replaced by the next run."""
+    tmp, data, generations, _ = job
+    folder = tmp / "lm-eval-out"
+    folder.mkdir()
+    samples = folder / "samples_gen.jsonl"
+    samples.write_text("".join(json.dumps({"doc_id": k, "arguments": {"gen_args_0": {"arg_0": "p", "arg_1": {}}},
+                                           "resps": [[markdown(d)]], "filtered_resps": [markdown(d)]}) + "\n"
+                               for k, d in enumerate(generations[:6])))
+    (folder / "results.json").write_text('{"results": {}}')
+    (folder / "notes.md").write_text("mine")
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    args = ["report", "--critic", str(tmp / "sections"), "--reference", str(data / "test.jsonl"),
+            "--candidate", f"lm={samples}", "--n-bootstrap", "10", "--n-permutations", "10"]
+    capsys.readouterr()
+    assert main(args + ["--out", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert f"{folder}: exists and is not a report directory; refusing to replace it: it holds notes.md, " \
+           "results.json, samples_gen.jsonl" in err and "Traceback" not in err
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    ours = tmp / "ours"
+    assert main(args + ["--out", str(ours)]) == 0 and main(args + ["--out", str(ours)]) == 0

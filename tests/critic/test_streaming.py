@@ -186,3 +186,20 @@ def test_a_slow_critic_asks_for_smaller_chunks(critic, docs, monkeypatch):
     kept = [[d for d in chunk.docs if d.sections] for chunk in plan_chunks(critic, docs[0])]
     assert [len(k) for k in kept[:-1]] == [9] * (len(kept) - 1) and 0 < len(kept[-1]) <= 9
     assert chunk_batches(CorefChainCritic()) == 1  # neuralcoref: one batch of 256, seconds of work
+
+
+def test_two_runs_writing_the_same_output_the_second_stops(critic, docs, tmp_path):
+    """The issue's case: a second critic score --out SAME while one runs stops before writing a byte, naming the
+    output and the process; the lock goes with the process, so the next run resumes (and a finished one is left
+    as it was)."""
+    import os
+
+    from critic.io import output_lock
+
+    out = tmp_path / "scores.jsonl"
+    with output_lock(out):  # the first run, still writing
+        with pytest.raises(ValueError, match=rf"{out}: another run \(process {os.getpid()}\) is writing it"):
+            score_stream(critic, docs[0], out, source=docs[1], seed=7, batches_per_chunk=2)
+        assert not out.exists()
+    score_stream(critic, docs[0], out, source=docs[1], seed=7, batches_per_chunk=2)
+    assert out.stat().st_size > 0

@@ -208,8 +208,8 @@ def test_save_load_roundtrip_is_identical_and_pickle_free(critic, data, mixed, t
     before = critic.score(docs)
     critic.save(tmp_path / "lda")
     files = sorted(p.relative_to(tmp_path / "lda").as_posix() for p in (tmp_path / "lda").rglob("*") if p.is_file())
-    assert files == ["critic.json", "lda/alpha.npy", "lda/dictionary.json", "lda/eta.npy", "lda/expElogbeta.npy",
-                     "lda/lambda.npy", "tensors.pt"]
+    assert files == [".critic-output.json", "critic.json", "lda/alpha.npy", "lda/dictionary.json", "lda/eta.npy",
+                     "lda/expElogbeta.npy", "lda/lambda.npy", "tensors.pt"]
     for name in ("alpha", "eta", "expElogbeta", "lambda"):
         np.load(tmp_path / "lda" / "lda" / f"{name}.npy", allow_pickle=False)
     meta = json.loads((tmp_path / "lda" / "critic.json").read_text())

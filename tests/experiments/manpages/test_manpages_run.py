@@ -36,8 +36,9 @@ def test_run_prints_the_report_and_writes_it_to_report_dir(first, run):
     assert "| real |" in printed and "| permuted |" in printed and "## Top 10 outliers" in printed
     assert "## Top section-transition errors" in printed
     names = {p.name for p in (out / "report").iterdir()}
-    assert names == {"results.json", "documents.jsonl", "report.md", "latent_nll_hist.png", "index.html", "documents",
-                     "transitions_permuted.png", "transitions_repeated.png", "transitions_dropped.png"}
+    assert names == {".critic-output.json", "results.json", "documents.jsonl", "report.md", "latent_nll_hist.png",
+                     "index.html", "documents", "transitions_permuted.png", "transitions_repeated.png",
+                     "transitions_dropped.png"}
     pages = sorted((out / "report" / "documents").iterdir())  # one page per flagged document, with its text
     html = (out / "report" / "index.html").read_text()
     assert len(pages) == html.count('href="documents/') and "transitions_permuted" in html
