@@ -221,8 +221,9 @@ def _dask_client(args):
         with Client(args.scheduler, timeout="30s") as client:
             yield client
         return
-    from .distributed import local_cluster
+    from .distributed import check_workers, local_cluster
 
+    check_workers(args.workers)
     with local_cluster(args.workers) as cluster, Client(cluster) as client:
         yield client
 

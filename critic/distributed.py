@@ -16,18 +16,28 @@ The critic's folder must be readable by every worker (one machine, or a shared f
 from __future__ import annotations
 
 import json
+import os
+import resource
 from collections import deque
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from .critic import Critic, CriticLoadError
 from .document import Document
+from .resources import require_memory
 from .streaming import Chunk, Scorer, score_chunk
 
-__all__ = ["dask_scorer", "local_cluster", "RETRIES"]
+__all__ = ["dask_scorer", "local_cluster", "check_workers", "RETRIES", "WORKER_BYTES", "WORKER_FILES",
+           "WORKERS_PER_CORE"]
 
 RETRIES = 3
 """Times a chunk is retried when its worker dies."""
+WORKER_BYTES = 300 * 2**20
+"""Memory of one worker process before any chunk: Python with torch, the critic and Dask's worker (about 300 MB)."""
+WORKER_FILES = 64
+"""Open files one worker takes of the client's limit (its pipes, sockets and the nanny's), generously."""
+WORKERS_PER_CORE = 4
+"""The most worker processes an embedded cluster runs per core: each runs one torch thread."""
 
 _LOADED: dict[tuple[str, str], Critic] = {}
 
@@ -92,6 +102,22 @@ def dask_scorer(client, critic_dir: str | Path, critic: Critic, *, seed: int, wi
             yield done[0], result(*done)
 
     return run
+
+
+def check_workers(workers: int) -> None:
+    """Refuse an embedded cluster this machine cannot hold, before any process starts: at most
+    :data:`WORKERS_PER_CORE` per core, :data:`WORKER_FILES` open files each within the process's limit, and
+    :data:`WORKER_BYTES` each of the memory available.  ``ValueError`` naming ``--workers`` and the bound."""
+    cores = os.cpu_count() or 1
+    files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    files = files if files != resource.RLIM_INFINITY else 1 << 20
+    limit = max(1, min(WORKERS_PER_CORE * cores, files // WORKER_FILES))
+    if workers > limit:
+        raise ValueError(f"--workers {workers}: this machine runs at most {limit} worker processes ({cores} cores, "
+                         f"{WORKERS_PER_CORE} a core; an open-file limit of {files}, {WORKER_FILES} a worker); for "
+                         "more, give --scheduler ADDRESS of a cluster")
+    require_memory(workers * WORKER_BYTES, f"--workers {workers} (about {WORKER_BYTES >> 20} MB a worker process)",
+                   "--workers")
 
 
 def local_cluster(workers: int):

@@ -26,6 +26,7 @@ processes a command starts, Dask workers included, load it as well).
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -263,19 +264,23 @@ def load_plugins() -> dict[str, ModuleType]:
             continue
         try:
             _PLUGINS[name] = _import_plugin(spec)
+        except SystemExit as exc:  # sys.exit() on import would end the command, status 0, having done nothing
+            _PLUGIN_ERRORS[name] = f"{spec}: called sys.exit({exc.code!r}) while being imported"
         except Exception as exc:  # a broken optional plugin must not break the core
             _PLUGIN_ERRORS[name] = f"{spec}: {type(exc).__name__}: {exc}"
     return dict(_PLUGINS)
 
 
 def _import_plugin(spec: str) -> ModuleType:
-    """A module by dotted name, or a ``.py`` file imported as ``critic_plugin_<stem>``."""
+    """A module by dotted name, or a ``.py`` file imported as ``critic_plugin_<stem>_<hash of its full path>``:
+    two files of the same name in different folders are two plugins, each imported once."""
     if not spec.endswith(".py"):
         return importlib.import_module(spec)
     path = Path(spec)
     if not path.is_file():
         raise FileNotFoundError(f"no such file {spec}")
-    name = f"critic_plugin_{path.stem}"
+    digest = hashlib.sha256(str(path.resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    name = f"critic_plugin_{path.stem}_{digest}"
     if name in sys.modules:
         return sys.modules[name]
     loader_spec = importlib.util.spec_from_file_location(name, path)

@@ -85,7 +85,7 @@ def test_a_plugin_registers_commands_the_way_the_core_does(tmp_path, monkeypatch
     """A plugin's command, tool and format join through the registry, like the core's (critic --plugin FILE)."""
     from critic import registry
 
-    request.addfinalizer(lambda: sys.modules.pop("critic_plugin_greetings", None))
+    request.addfinalizer(lambda: [sys.modules.pop(k) for k in list(sys.modules) if k.startswith("critic_plugin_greet")])
 
     plugin = tmp_path / "greetings.py"
     plugin.write_text('''

@@ -169,3 +169,30 @@ def test_a_plugin_that_is_not_there_is_named(capsys, monkeypatch):
     assert "--plugin no_such_critics.py: no such file" in capsys.readouterr().err
     assert main(["--plugin", "no_such_module_of_critics", "list"]) == 2
     assert "cannot import no_such_module_of_critics: ModuleNotFoundError" in capsys.readouterr().err
+
+
+def test_more_workers_than_the_machine_holds_stop_before_any_process_starts(job, tmp_path, capsys, monkeypatch):
+    """The issue's case: --workers 10000 was thousands of "too many open files" tracebacks and a hang; now one line
+    naming the bound (cores x 4 here, the open-file limit where it is lower) and no cluster."""
+    import resource
+
+    from critic import distributed
+
+    tmp, _, _, source, _ = job
+    critic_dir = tmp / "critic"
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    started = []
+    monkeypatch.setattr(distributed, "local_cluster", lambda n: started.append(n))
+    capsys.readouterr()
+    assert main(["score", str(critic_dir), "--input", str(source), "--out", str(tmp_path / "s.jsonl"),
+                 "--workers", "10000"]) == 2
+    err = capsys.readouterr().err
+    files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    bound = min(8, files // 64)
+    assert f"--workers 10000: this machine runs at most {bound} worker processes (2 cores, 4 a core; an open-file " \
+           f"limit of {files}, 64 a worker); for more, give --scheduler ADDRESS" in err
+    assert started == [] and not (tmp_path / "s.jsonl").exists() and "Traceback" not in err
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (256, 256))  # a low open-file limit bounds it first
+    with pytest.raises(ValueError, match="at most 4 worker processes"):
+        distributed.check_workers(5)
+    distributed.check_workers(4)
