@@ -7,16 +7,19 @@ documents pass :meth:`Critic.check` (about :data:`CHUNK_DOCUMENTS` by default) -
 :meth:`Critic.score` starting at its global batch index, so every Monte Carlo seed is the one an
 uninterrupted single call would use.  Each chunk's rows are appended to the output JSONL and fsynced,
 then a small progress file beside it (``OUT.progress.json``, written atomically) records the chunk's byte
-range and where the input stands.
+range, its SHA-256 and where the input stands.  A second run writing the same output stops at once
+(:func:`critic.io.output_lock`).
 
 - **Resume**: a rerun with the same settings truncates the output to the last recorded chunk (a chunk
   half-appended when the process died is dropped), skips the input already consumed and goes on; the
-  finished file is byte-identical to an uninterrupted run's.  Other settings (critic, input file, seed,
-  chunk size, shard) are refused with what differs, and a file at ``out`` that is not a streamed output
-  (no progress file) is never overwritten.
+  finished file is byte-identical to an uninterrupted run's.  Other settings (critic, the input's content by
+  SHA-256, seed, chunk size, shard) are refused with what differs, and a file at ``out`` that is not a
+  streamed output (no progress file) is never overwritten.
 - **Shards**: ``shard=(i, n)`` scores only the chunks ``c`` with ``c % n == i - 1`` (every shard reads the
   input to cut the same chunks), under any launcher (a Slurm array, ``accelerate launch``, a loop);
-  :func:`merge_shards` puts the shards' chunks back in order: the same bytes as one serial run.
+  :func:`merge_shards` puts the shards' chunks back in order: the same bytes as one serial run, after checking
+  each part's length and each chunk's SHA-256 against its progress file (a truncated or damaged part is named,
+  with the chunk).
 
 Rows are those of ``critic score``: ``{"id", "latent_nll", "latent_steps", "latent_nll_per_step",
 "unknown"[, "latent_nll_stderr", "estimator"]}`` for a scored document, ``{"id", "skipped"}`` for one that
@@ -25,6 +28,7 @@ could not be (in the order :meth:`Critic.score` gives: scored first, then skippe
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -33,7 +37,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .critic import Critic, Scores
 from .document import Document, DocumentError
-from .io import atomic_open, atomic_write_text, output_lock
+from .io import atomic_open, atomic_write_text, output_lock, sha256_bytes, sha256_file
 
 __all__ = ["CHUNK_DOCUMENTS", "Chunk", "Scorer", "chunk_batches", "plan_chunks", "score_chunk", "score_rows",
            "scored_chunks", "score_stream", "merge_shards", "progress_path", "parse_shard"]
@@ -144,10 +148,24 @@ def scored_chunks(critic: Critic, docs: Iterable[Document], *, seed: int = 0, ba
 
 
 def _settings(critic: Critic, source: str | Path, seed: int, batches_per_chunk: int, shard: tuple[int, int]) -> dict:
-    stat = os.stat(source)
-    return {"critic": critic.state_sha256(), "input": str(source), "input_size": stat.st_size,
-            "input_mtime_ns": stat.st_mtime_ns, "seed": seed, "chunk_batches": batches_per_chunk,
-            "batch_size": critic.batch_size, "shard": list(shard)}
+    """What a resumed run must share with the run it continues: the critic, the input by its content (SHA-256 of
+    its bytes, or of a folder's files, not its path, size and time), seed, chunk size and shard."""
+    return {"critic": critic.state_sha256(), "input": str(source), "input_sha256": _content_sha256(Path(source)),
+            "seed": seed, "chunk_batches": batches_per_chunk, "batch_size": critic.batch_size, "shard": list(shard)}
+
+
+def _content_sha256(source: Path) -> str:
+    """SHA-256 of a file's bytes, or of a folder's files (their relative paths and bytes, in name order); a pipe
+    (read once) is named by its path alone."""
+    if source.exists() and not (source.is_file() or source.is_dir()):
+        return f"not a regular file: {source}"
+    if not source.is_dir():
+        return sha256_file(source)
+    digest = hashlib.sha256()
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        digest.update(f"{path.relative_to(source).as_posix()}\0{sha256_file(path)}\0".encode("utf-8",
+                                                                                          "surrogateescape"))
+    return digest.hexdigest()
 
 
 def _resume(out: Path, settings: dict) -> dict:
@@ -217,7 +235,7 @@ def _score_stream(critic: Critic, docs: Iterable[Document], out: Path, *, source
                 fh.flush()
                 os.fsync(fh.fileno())
                 state["chunks"].append({"index": index, "start": state["bytes"], "end": state["bytes"] + len(data),
-                                        "documents": size})
+                                        "documents": size, "sha256": sha256_bytes(data)})
                 state["bytes"] += len(data)
             if read > state["read"]:
                 state["read"] = read
@@ -260,10 +278,19 @@ def merge_shards(parts: Sequence[str | Path], out: str | Path) -> dict:
     missing = [i for i in range(total) if i not in located]
     if missing:
         raise ValueError(f"chunk {missing[0]} of {total} is in no part")
+    for part, state in states:
+        size = part.stat().st_size if part.exists() else 0
+        if size != state["bytes"]:
+            raise ValueError(f"{part}: {size} bytes where its progress file records {state['bytes']}: damaged or "
+                             "truncated; rerun its critic score from scratch")
     with atomic_open(out, "wb") as dst:
         for index in range(total):
             part, chunk = located[index]
             with open(part, "rb") as src:
                 src.seek(chunk["start"])
-                dst.write(src.read(chunk["end"] - chunk["start"]))
+                data = src.read(chunk["end"] - chunk["start"])
+            if "sha256" in chunk and sha256_bytes(data) != chunk["sha256"]:
+                raise ValueError(f"{part}: chunk {index} (bytes {chunk['start']}..{chunk['end']}) differs from what "
+                                 "was written (SHA-256); rerun its critic score from scratch")
+            dst.write(data)
     return {"chunks": total, "parts": len(states)}

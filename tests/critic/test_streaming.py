@@ -203,3 +203,43 @@ def test_two_runs_writing_the_same_output_the_second_stops(critic, docs, tmp_pat
         assert not out.exists()
     score_stream(critic, docs[0], out, source=docs[1], seed=7, batches_per_chunk=2)
     assert out.stat().st_size > 0
+
+
+def test_merge_names_a_truncated_or_damaged_part_and_its_chunk(critic, docs, tmp_path, capsys):
+    """The issue's case: a part truncated, or a chunk's bytes changed, merged into a torn file with exit 0; now
+    each part's length and each chunk's SHA-256 are checked against its progress file, naming part and chunk."""
+    parts = [tmp_path / f"part{i}.jsonl" for i in (1, 2)]
+    for i, part in enumerate(parts, start=1):
+        score_stream(critic, docs[0], part, source=docs[1], seed=7, batches_per_chunk=2, shard=(i, 2))
+    out = tmp_path / "merged.jsonl"
+    whole = parts[1].read_bytes()
+    parts[1].write_bytes(whole[:-10])
+    assert main(["merge", *map(str, parts), "--out", str(out)]) == 2
+    assert f"{parts[1]}: {len(whole) - 10} bytes where its progress file records {len(whole)}: damaged or " \
+           "truncated" in capsys.readouterr().err
+    chunk = json.loads(progress_path(parts[1]).read_text())["chunks"][0]
+    damaged = bytearray(whole)
+    damaged[chunk["start"] + 8] ^= 1  # one bit of the first chunk: same length, other bytes
+    parts[1].write_bytes(bytes(damaged))
+    assert main(["merge", *map(str, parts), "--out", str(out)]) == 2
+    assert f"{parts[1]}: chunk {chunk['index']} (bytes {chunk['start']}..{chunk['end']}) differs from what was " \
+           "written (SHA-256)" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_resume_knows_the_input_by_its_content(critic, docs, tmp_path):
+    """The same path, size and time but other bytes is another input: refused, not resumed."""
+    import os
+
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(docs[1].read_bytes())
+    out = tmp_path / "s.jsonl"
+    score_stream(critic, docs[0], out, source=source, seed=7, batches_per_chunk=2)
+    stat = source.stat()
+    data = bytearray(source.read_bytes())
+    data[-3] = ord("x") if data[-3] != ord("x") else ord("y")
+    source.write_bytes(bytes(data))
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert source.stat().st_size == stat.st_size and source.stat().st_mtime_ns == stat.st_mtime_ns
+    with pytest.raises(ValueError, match=r"s.jsonl: was started with other settings \(input_sha256 differ\)"):
+        score_stream(critic, docs[0], out, source=source, seed=7, batches_per_chunk=2)
