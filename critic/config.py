@@ -25,6 +25,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import json
+import math
 import re
 import tomllib
 import types
@@ -152,6 +153,8 @@ class Range:
         """Why ``value`` is out of range, or ``None``."""
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return None
+        if not math.isfinite(value):
+            return f"must be a finite number {self}, got {_show(value)}"
         inside = ((self.gt is None or value > self.gt) and (self.min is None or value >= self.min)
                   and (self.max is None or value <= self.max) and (self.lt is None or value < self.lt))
         return None if inside else f"must be {self}, got {_show(value)}"
@@ -180,6 +183,8 @@ def _describe(annotation: Any) -> str:
         return f"a list of {_PLURAL.get(inner[0], _describe(inner[0]))}" if inner else "a list"
     if origin in (dict, Mapping) or annotation in (dict, Mapping):
         return "a table"
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
     return {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}.get(
         annotation, getattr(annotation, "__name__", str(annotation)))
 

@@ -8,7 +8,9 @@ metadata.  On disk a corpus is JSONL, one document per line::
 
 Readers never drop anything silently: a malformed line raises
 :class:`DocumentError` naming the file, the line and (where it can be read)
-the document id.
+the document id.  Every text input is read by :func:`iter_input_lines` or
+:func:`read_input`: gzip decompressed by suffix (``.gz``; other compressions refused by
+name), a UTF-8 byte order mark at its start dropped, a named pipe read as it comes.
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ import contextlib
 import gc
 import hashlib
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import IO, Any, Iterable, Iterator
 
 __all__ = ["Section", "Document", "DocumentError", "unique_ids", "read_jsonl", "iter_jsonl", "iter_json_lines", "write_jsonl",
-           "documents_sha256"]
+           "documents_sha256", "COMPRESSIONS", "compression", "uncompressed_name", "is_pipe", "check_file",
+           "iter_input_lines", "read_input"]
 
 
 class DocumentError(ValueError):
@@ -147,30 +152,135 @@ def _section(sec: Any, where: str) -> Section:
     return Section(title=title, text=text)
 
 
+# ------------------------------------------------------------------ reading an input file
+BOM = b"\xef\xbb\xbf"
+"""The UTF-8 byte order mark some Windows editors and pandas set-ups write first: not part of the text."""
+
+COMPRESSIONS = {".gz": "gzip"}
+"""Suffixes of compressed text inputs, read decompressed."""
+UNREAD_COMPRESSIONS = {".zst": "zstd", ".zstd": "zstd", ".bz2": "bzip2", ".xz": "xz"}
+"""Suffixes of compressed inputs refused by name (decompress them first): a clear error, not garbled text."""
+
+
+def compression(path: str | Path) -> str | None:
+    """``"gzip"`` when ``path``'s suffix says it is gzip-compressed, else ``None``."""
+    return COMPRESSIONS.get(Path(path).suffix.lower())
+
+
+def uncompressed_name(path: str | Path) -> Path:
+    """``path``'s file name less a compression suffix (``gens.jsonl.gz`` gives ``gens.jsonl``): what its
+    suffix and stem are looked at in."""
+    path = Path(path)
+    return Path(path.stem if compression(path) else path.name)
+
+
+def is_pipe(path: str | Path) -> bool:
+    """Whether ``path`` is a named pipe (a FIFO, ``<(command)``): readable once, from the start, no seeking."""
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def check_file(path: str | Path) -> None:
+    """:class:`DocumentError` unless ``path`` is something to read as a file: a file or a named pipe."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise DocumentError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise DocumentError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(mode):
+        raise DocumentError(f"{path}: a folder, not a file")
+
+
+def _open_input(path: Path) -> IO[bytes]:
+    unread = UNREAD_COMPRESSIONS.get(path.suffix.lower())
+    if unread:
+        raise DocumentError(f"{path}: {unread}-compressed input is not read here; decompress it first (or gzip it)")
+    if compression(path) == "gzip":
+        import gzip
+
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def _read_errors(path: Path) -> tuple[type[BaseException], ...]:
+    """What reading ``path`` raises on an unreadable file or damaged compressed data."""
+    if compression(path) == "gzip":
+        import zlib
+
+        return OSError, EOFError, zlib.error
+    return (OSError,)
+
+
+def _unreadable(path: Path, exc: BaseException, lines_read: int) -> DocumentError:
+    """The error for ``exc`` raised reading ``path`` after ``lines_read`` whole lines."""
+    kind = compression(path)
+    if kind is None or (type(exc) in (PermissionError, IsADirectoryError)):
+        return DocumentError(f"{path}: cannot be read ({getattr(exc, 'strerror', None) or exc})")
+    if not lines_read:
+        return DocumentError(f"{path}: cannot be read as {kind}-compressed text ({exc})")
+    return DocumentError(f"{path}:{lines_read + 1}: {kind}-compressed data damaged or cut short ({exc})")
+
+
+def iter_input_lines(path: str | Path) -> Iterator[tuple[int, bytes]]:
+    """``(LINE, bytes)`` per line of a text input (line numbers from 1), decompressed when its suffix says
+    (:data:`COMPRESSIONS`), a UTF-8 byte order mark at its start dropped.  A named pipe is read as it comes.
+
+    Raises :class:`DocumentError` naming the file for a missing file or folder, an unreadable file and
+    damaged compressed data (with the line it stopped at).
+    """
+    path = Path(path)
+    check_file(path)
+    errors, lineno = _read_errors(path), 0
+    try:
+        with _open_input(path) as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                if lineno == 1 and raw.startswith(BOM):
+                    raw = raw[len(BOM):]
+                yield lineno, raw
+    except errors as exc:
+        raise _unreadable(path, exc, lineno) from None
+
+
+def read_input(path: str | Path) -> bytes:
+    """All the bytes of a text input, decompressed and without a byte order mark (see :func:`iter_input_lines`)."""
+    path = Path(path)
+    check_file(path)
+    errors = _read_errors(path)
+    try:
+        with _open_input(path) as fh:
+            data = fh.read()
+    except errors as exc:
+        raise _unreadable(path, exc, 0) from None
+    return data.removeprefix(BOM)
+
+
 def iter_json_lines(path: str | Path) -> Iterator[tuple[str, Any]]:
     """``(where, value)`` per non-blank line of a JSON-lines file, ``where = "FILE:LINE"``.
 
-    Raises :class:`DocumentError` naming the file and line for a missing file,
-    bytes that are not UTF-8 and invalid JSON.
+    The file is read by :func:`iter_input_lines` (decompressed by suffix, a byte order mark dropped).
+    Raises :class:`DocumentError` naming the file and line for a missing file, bytes that are not
+    UTF-8, invalid JSON and JSON nested too deep to parse.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise DocumentError(f"{path}: no such file")
     name = str(path)
-    with open(path, "rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            where = f"{name}:{lineno}"
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise DocumentError(f"{where}: line is not valid UTF-8 ({exc.reason} at byte "
-                                    f"{exc.start})") from None
-            if not line.strip():
-                continue
-            try:
-                yield where, json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DocumentError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+    for lineno, raw in iter_input_lines(path):
+        where = f"{name}:{lineno}"
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DocumentError(f"{where}: line is not valid UTF-8 ({exc.reason} at byte "
+                                f"{exc.start})") from None
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DocumentError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+        except RecursionError:
+            raise DocumentError(f"{where}: JSON nested deeper than Python's JSON parser allows") from None
+        yield where, value
 
 
 @contextlib.contextmanager

@@ -13,6 +13,11 @@ section, or always split at headings or at a separator.  Text from a field (JSON
 text cut from a plain-text file (a line, a piece between separators, a ``.txt`` file) loses its
 surrounding whitespace.  A missing id is made up as ``NAME:LINE`` (``NAME:ROW`` for Arrow formats).
 
+Text files (every format but ``parquet`` and ``datasets``) are read by :func:`critic.document.iter_input_lines`:
+a ``.gz`` file decompressed (other compressions refused by name), its format told by the name less that
+suffix, and a UTF-8 byte order mark at the start dropped.  A named pipe is read as it comes when ``--format`` is
+given (``auto`` would have to read it twice to tell a JSON-lines format: it refuses, saying so).
+
 As in :mod:`critic.document`, nothing is dropped silently: bad input raises :class:`DocumentError`
 naming the file and line (or row, or file in a folder), and an empty generation is skipped and
 counted in the :class:`ReadReport`.
@@ -21,13 +26,15 @@ counted in the :class:`ReadReport`.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from .document import Document, DocumentError, Section, _json_type, collector_paused, iter_json_lines, iter_jsonl
+from .document import Document, DocumentError, Section, _json_type, check_file, collector_paused, compression, \
+    is_pipe, iter_input_lines, iter_json_lines, iter_jsonl, read_input, uncompressed_name
 
 __all__ = ["InputOptions", "ReadReport", "InputFormat", "FORMATS", "LM_EVAL_TEXTS", "iter_documents",
            "read_documents", "detect_format", "split_sections", "add_arguments", "options_from_args",
@@ -203,7 +210,7 @@ def _sections_mode(text: str, mode: str) -> str:
 def _is_json(value: Any) -> bool:
     try:
         json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return False
     return True
 
@@ -368,7 +375,7 @@ class LmEvalFormat(InputFormat):
     help = "lm-evaluation-harness per-sample logs (samples_TASK_DATE.jsonl) of a generate_until task"
 
     def documents(self, path, options, build):
-        task = _LM_EVAL_NAME.fullmatch(path.name)
+        task = _LM_EVAL_NAME.fullmatch(uncompressed_name(path).name)
         first_filter: Any = _UNSET
         for where, obj in iter_json_lines(path):
             if not isinstance(obj, dict) or obj.get("doc_id") is None:
@@ -449,8 +456,13 @@ class ParquetFormat(InputFormat):
 
     def documents(self, path, options, build):
         pa = _pyarrow()
-        if not path.is_file():
-            raise DocumentError(f"{path}: no such file")
+        check_file(path)
+        if is_pipe(path):
+            raise DocumentError(f"{path}: a pipe cannot be read as Parquet (it is read from its end, so it must be "
+                                "a file): write it to a file first")
+        if compression(path):
+            raise DocumentError(f"{path}: a {compression(path)}-compressed Parquet file: decompress it first "
+                                "(Parquet compresses its columns itself)")
         row = 0
         try:
             with pa.parquet.ParquetFile(str(path)) as parquet:
@@ -503,9 +515,11 @@ def _json_file(path: Path) -> dict:
     if not path.is_file():
         raise DocumentError(f"{path}: no such file")
     try:
-        value = json.loads(_decode(path.read_bytes(), path))
+        value = json.loads(_decode(read_input(path), path))
     except json.JSONDecodeError as exc:
         raise DocumentError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise DocumentError(f"{path}: JSON nested deeper than Python's JSON parser allows") from None
     if not isinstance(value, dict):
         raise DocumentError(f"{path}: expected a JSON object, got a {_json_type(value)}")
     return value
@@ -522,25 +536,20 @@ class TextDirFormat(InputFormat):
             if file.suffix.lower() != ".txt" or not file.is_file():
                 build.report.skip("not a .txt file", str(file))
                 continue
-            doc = build.document(str(file), number, _decode(file.read_bytes(), file).strip(), file.stem)
+            doc = build.document(str(file), number, _decode(read_input(file), file).strip(), file.stem)
             if doc is not None:
                 yield doc
 
 
 class LinesFormat(InputFormat):
     name = "lines"
-    help = "a text file, one generation a non-blank line"
+    help = "a text file, one generation a line (a blank line is an empty generation, skipped and counted)"
 
     def documents(self, path, options, build):
-        if not path.is_file():
-            raise DocumentError(f"{path}: no such file")
-        with open(path, "rb") as fh:
-            for number, raw in enumerate(fh, start=1):
-                line = _decode(raw, path, number).strip()
-                if line:
-                    doc = build.document(f"{path}:{number}", number, line)
-                    if doc is not None:
-                        yield doc
+        for number, raw in iter_input_lines(path):
+            doc = build.document(f"{path}:{number}", number, _decode(raw, path, number).strip())
+            if doc is not None:
+                yield doc
 
 
 class TextFormat(InputFormat):
@@ -558,9 +567,7 @@ class TextFormat(InputFormat):
         if options.separator is None:
             raise DocumentError(f"{path}: format 'text' needs the separator between generations "
                                 "(--separator STRING); for one generation per line use --format lines")
-        if not path.is_file():
-            raise DocumentError(f"{path}: no such file")
-        pieces = _decode(path.read_bytes(), path).split(options.separator)
+        pieces = _decode(read_input(path), path).split(options.separator)
         line, last = 1, len(pieces) - 1
         for k, piece in enumerate(pieces):
             generation = piece.strip()
@@ -587,7 +594,9 @@ def detect_format(path: str | Path, options: InputOptions = InputOptions()) -> s
     ``dataset_dict.json``, else ``text-dir`` when it has ``.txt`` files.  ``.parquet`` is
     ``parquet``; ``.txt`` is ``text`` when a separator is given.  In a ``.jsonl`` or ``.json`` file
     the first object decides: ``sections`` makes ``documents``, ``doc_id`` with ``resps`` or
-    ``filtered_resps`` ``lm-eval``, the text field ``text-jsonl``.
+    ``filtered_resps`` ``lm-eval``, the text field ``text-jsonl``.  A compression suffix (``.gz``)
+    is looked through (``gens.jsonl.gz`` is a ``.jsonl`` file).  A named pipe is refused where its
+    first line would decide (it can be read only once).
     """
     path = Path(path)
     if path.is_dir():
@@ -599,9 +608,9 @@ def detect_format(path: str | Path, options: InputOptions = InputOptions()) -> s
         raise DocumentError(f"{path}: " + ("empty folder" if not names else
                             "a folder with no .txt files and no dataset_info.json, state.json or dataset_dict.json")
                             + "; give --format")
-    if not path.is_file():
+    if not os.path.exists(path):
         raise DocumentError(f"{path}: no such file or folder")
-    suffix = path.suffix.lower()
+    suffix = uncompressed_name(path).suffix.lower()
     if suffix == ".parquet":
         return "parquet"
     if suffix == ".txt":
@@ -612,6 +621,9 @@ def detect_format(path: str | Path, options: InputOptions = InputOptions()) -> s
     if suffix not in (".jsonl", ".json"):
         raise DocumentError(f"{path}: cannot tell the format from the suffix {suffix or '(none)'!r} "
                             "(auto knows .jsonl, .json, .parquet, .txt and folders); give --format")
+    if is_pipe(path):  # telling the format reads its first line, and a pipe can be read only once
+        raise DocumentError(f"{path}: a pipe can be read only with --format FORMAT given (auto would read its "
+                            "first line to tell the format, and a pipe can be read only once)")
     for where, obj in iter_json_lines(path):
         if not isinstance(obj, dict):
             raise DocumentError(f"{where}: expected a JSON object per line, got a {_json_type(obj)}")
@@ -637,30 +649,31 @@ def iter_documents(path: str | Path, options: InputOptions = InputOptions(), *, 
                    report: ReadReport | None = None) -> Iterator[Document]:
     """Yield the documents at ``path`` as ``options`` say, filling ``report`` as it goes.
 
-    ``name`` (made-up ids are ``NAME:LINE``) defaults to the file's stem, or a folder's name.  The
-    report's warnings are added once the last document has been read.
+    ``name`` (made-up ids are ``NAME:LINE``) defaults to the file's stem (less a compression suffix:
+    ``gens`` for ``gens.jsonl.gz``), or a folder's name.  The report's warnings are added once the last
+    document has been read.  An input that gives no document at all (an empty file or Parquet table, only
+    blank lines or empty generations) is an error once it has been read (nothing to criticise):
+    :class:`DocumentError` ``"PATH: holds no documents"`` with what was skipped.
     """
     path = Path(path)
     fmt = detect_format(path, options) if options.format == "auto" else options.format
     report = ReadReport() if report is None else report
     report.path, report.format = str(path), fmt
-    report.name = name if name is not None else path.name if path.is_dir() else path.stem
+    report.name = name if name is not None else path.name if path.is_dir() else uncompressed_name(path).stem
     build = _Builder(report.name, options, report)
     for doc in FORMATS[fmt].documents(path, options, build):
         report.n_read += 1
         yield doc
+    if not report.n_read:
+        raise DocumentError(f"{path}: holds no documents" + (f"; {report.skips()}" if report.skipped else ""))
     build.finish()
 
 
 def read_documents(path: str | Path, options: InputOptions = InputOptions(), *, name: str | None = None,
                    report: ReadReport | None = None) -> list[Document]:
     """Every document at ``path`` (see :func:`iter_documents`); none is an error (nothing to criticise)."""
-    report = ReadReport() if report is None else report
     with collector_paused():
-        docs = list(iter_documents(path, options, name=name, report=report))
-    if not docs:
-        raise DocumentError(f"{path}: holds no documents" + (f"; {report.skips()}" if report.skipped else ""))
-    return docs
+        return list(iter_documents(path, options, name=name, report=report))
 
 
 # ------------------------------------------------------------------ the command line

@@ -39,13 +39,13 @@ paper's, unchanged.
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
-from typing import Any, Sequence
+from typing import Annotated, Any, Literal, Sequence
 
 import torch
 
+from critic.config import Range, check_params
 from critic.critic import Critic, Projection
 from critic.document import Document
 from critic.latent import PointMass
@@ -123,14 +123,23 @@ class CorrelatedTopicCritic(Critic):
     calibration_folds = 0  # a fit takes about 35 s on 1,000 summaries: --valid only; --calibration-folds 5 cross-fits
     needs = "free text (bag of words; sections are joined)"
 
-    def __init__(self, *, num_topics: int = 100, steps: int = 3000, train_batch_size: int = 256, lr: float = 0.05,
-                 num_particles: int = 1, tol: float = 1e-5, topic_concentration: float | None = None,
-                 fit_method: str = "em", init: str = "nmf", prior_step: str = "gradient", em_iterations: int = 200,
-                 covariance_prior_weight: float = 0.5, covariance_prior_scale: float = 1.0,
-                 infer_steps: int | None = None, infer_batch_size: int = 512, infer_lr: float = 0.05,
-                 infer_samples: int = 4, infer_tol: float | None = None, infer_method: str = "newton",
-                 infer_draws: int = 24, seed: int = 0,
-                 mean_only: bool = False, max_doc_freq: float = 0.5, min_count: int = 1, stop_words: bool = True):
+    def __init__(self, *, num_topics: Annotated[int, Range(min=2)] = 100, steps: Annotated[int, Range(min=1)] = 3000,
+                 train_batch_size: Annotated[int, Range(min=1)] = 256, lr: Annotated[float, Range(gt=0, max=1)] = 0.05,
+                 num_particles: Annotated[int, Range(min=1)] = 1, tol: Annotated[float, Range(min=0)] = 1e-5,
+                 topic_concentration: Annotated[float | None, Range(gt=0)] = None,
+                 fit_method: Literal["em", "svi"] = "em", init: Literal["nmf", "random"] = "nmf",
+                 prior_step: Literal["gradient", "closed-form"] = "gradient",
+                 em_iterations: Annotated[int, Range(min=1)] = 200,
+                 covariance_prior_weight: Annotated[float, Range(min=0)] = 0.5,
+                 covariance_prior_scale: Annotated[float, Range(gt=0)] = 1.0,
+                 infer_steps: Annotated[int | None, Range(min=1)] = None,
+                 infer_batch_size: Annotated[int, Range(min=1)] = 512,
+                 infer_lr: Annotated[float, Range(gt=0, max=1)] = 0.05, infer_samples: Annotated[int, Range(min=1)] = 4,
+                 infer_tol: Annotated[float | None, Range(gt=0)] = None,
+                 infer_method: Literal["newton", "adam"] = "newton", infer_draws: Annotated[int, Range(min=1)] = 24,
+                 seed: Annotated[int, Range(min=0)] = 0, mean_only: bool = False,
+                 max_doc_freq: Annotated[float, Range(gt=0, max=1)] = 0.5, min_count: Annotated[int, Range(min=1)] = 1,
+                 stop_words: bool = True):
         self.num_topics = num_topics
         self.steps = steps
         self.fit_method = fit_method
@@ -158,31 +167,9 @@ class CorrelatedTopicCritic(Critic):
         self.stop_words = stop_words
 
     def _check_params(self) -> None:
-        if not isinstance(self.num_topics, int) or self.num_topics < 2:
-            raise ValueError(f"num_topics must be an integer >= 2, got {self.num_topics!r}")
-        if not 0 < self.max_doc_freq <= 1:
-            raise ValueError(f"max_doc_freq must be in (0, 1], got {self.max_doc_freq!r}")
-        if self.infer_method not in ("newton", "adam"):
-            raise ValueError(f"infer_method must be 'newton' or 'adam', got {self.infer_method!r}")
-        if self.fit_method not in ("em", "svi"):
-            raise ValueError(f"fit_method must be 'em' or 'svi', got {self.fit_method!r}")
-        if self.init not in ("nmf", "random"):
-            raise ValueError(f"init must be 'nmf' or 'random', got {self.init!r}")
-        if self.prior_step not in ("gradient", "closed-form"):
-            raise ValueError(f"prior_step must be 'gradient' or 'closed-form', got {self.prior_step!r}")
-        for name, zero_allowed in (("covariance_prior_weight", True), ("covariance_prior_scale", False)):
-            value = getattr(self, name)
-            number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-            if not number or value < 0 or (value == 0 and not zero_allowed):
-                bound = ">= 0" if zero_allowed else "> 0"
-                raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
-        for name in ("steps", "em_iterations", "train_batch_size", "infer_steps", "infer_batch_size", "infer_samples",
-                     "infer_draws", "min_count", "num_particles"):
-            value = getattr(self, name)
-            if name == "infer_steps" and value is None:
-                continue
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        """Every setting against its declaration (type, bounds, choices) before any work: the one check the command
+        line, configs and studies use (:func:`critic.config.check_params`)."""
+        check_params(type(self), self.get_params(), where=type(self).__name__)
 
     # ------------------------------------------------------------------ vocabulary
     def _tokens(self, doc: Document) -> list[str]:

@@ -64,12 +64,13 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Annotated, Any, Literal, Mapping, Sequence
 
 import numpy as np
 import torch
 from torch.distributions import Dirichlet
 
+from critic.config import Range, check_params
 from critic.critic import Critic, Projection
 from critic.document import Document
 from critic.registry import register_critic
@@ -170,10 +171,14 @@ class LdaCodeMixCritic(Critic):
     needs = "free text (bag of words; sections are joined)"
     calibration_folds = 0  # a fold's topics are not the full fit's: cross-fitted T(x) is off scale (docs/outliers.md)
 
-    def __init__(self, *, num_topics: int = 3, passes: int = 10, iterations: int = 100, chunksize: int = 2000,
-                 decay: float = 0.5, offset: float = 1.0, eta: float | None = None, gamma_threshold: float = 1e-4,
-                 no_below: int = 2, no_above: float = 0.95, keep_n: int = 100_000, seed: int = 0,
-                 init: str = "nmf", tol: float = 1e-4):
+    def __init__(self, *, num_topics: Annotated[int, Range(min=2)] = 3, passes: Annotated[int, Range(min=1)] = 10,
+                 iterations: Annotated[int, Range(min=1)] = 100, chunksize: Annotated[int, Range(min=1)] = 2000,
+                 decay: Annotated[float, Range(min=0.5, max=1)] = 0.5, offset: Annotated[float, Range(gt=0)] = 1.0,
+                 eta: Annotated[float | None, Range(gt=0)] = None,
+                 gamma_threshold: Annotated[float, Range(gt=0)] = 1e-4, no_below: Annotated[int, Range(min=1)] = 2,
+                 no_above: Annotated[float, Range(gt=0, max=1)] = 0.95, keep_n: Annotated[int, Range(min=1)] = 100_000,
+                 seed: Annotated[int, Range(min=0)] = 0, init: Literal["nmf", "random"] = "nmf",
+                 tol: Annotated[float, Range(gt=0)] = 1e-4):
         self.num_topics = num_topics
         self.passes = passes
         self.iterations = iterations
@@ -190,22 +195,9 @@ class LdaCodeMixCritic(Critic):
         self.tol = tol
 
     def _check_params(self) -> None:
-        for name in ("num_topics", "passes", "iterations", "chunksize", "no_below", "keep_n", "seed"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == "seed" else 1):
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if self.num_topics < 2:
-            raise ValueError(f"num_topics must be at least 2, got {self.num_topics}")
-        if not 0 < self.no_above <= 1:
-            raise ValueError(f"no_above must be in (0, 1], got {self.no_above!r}")
-        if self.eta is not None and not (isinstance(self.eta, (int, float)) and self.eta > 0):
-            raise ValueError(f"eta must be None or a positive number, got {self.eta!r}")
-        if not 0.5 <= self.decay <= 1:
-            raise ValueError(f"decay must be in [0.5, 1], got {self.decay!r}")
-        if self.init not in ("nmf", "random"):
-            raise ValueError(f"init must be 'nmf' or 'random', got {self.init!r}")
-        if not (isinstance(self.tol, (int, float)) and self.tol > 0):
-            raise ValueError(f"tol must be a positive number, got {self.tol!r}")
+        """Every setting against its declaration (type, bounds, choices) before any work: the one check the command
+        line, configs and studies use (:func:`critic.config.check_params`)."""
+        check_params(type(self), self.get_params(), where=type(self).__name__)
 
     # ------------------------------------------------------------------ words
     def bows(self, docs: Sequence[Document]) -> tuple[list[list[tuple[int, int]]], list[int], list[int]]:

@@ -522,11 +522,15 @@ def test_lines(tmp_path):
     docs = read_documents(path, InputOptions(format="lines"), report=report)
     assert docs == [untitled("gens:1", "first generation"), untitled("gens:3", "second one"),
                     untitled("gens:5", "third")]
-    assert report.summary() == f"{path}: 3 documents (lines); 3 ids made as gens:LINE"
+    # a blank line is an empty generation: skipped and counted, as every format does
+    assert report.skipped == {"empty text": 2} and report.examples == {"empty text": f"{path}:2"}
+    assert report.summary() == (f"{path}: 3 documents (lines); skipped 2: empty text (first at {path}:2); "
+                                "3 ids made as gens:LINE")
     path.write_bytes(b"fine\nnot \xc3( fine\n")
     assert raises(path, InputOptions(format="lines")) == f"{path}:2: not valid UTF-8 (invalid continuation byte at byte 4)"
     path.write_bytes(b"\n \n")
-    assert raises(path, InputOptions(format="lines")) == f"{path}: holds no documents"
+    assert raises(path, InputOptions(format="lines")) == (f"{path}: holds no documents; skipped 2: empty text "
+                                                          f"(first at {path}:1)")
 
 
 def test_text_with_separator(tmp_path):
@@ -607,3 +611,174 @@ def test_iter_documents_is_lazy_and_fills_the_report(tmp_path):
     assert next(docs) == untitled("gens:2", "b") and report.n_read == 2
     with pytest.raises(DocumentError, match=":3: invalid JSON"):
         next(docs)
+
+
+# ------------------------------------------------------------------ reader faults: BOM, compression, depth, empty, pipes
+BOM = b"\xef\xbb\xbf"
+
+
+def bom_inputs(tmp_path):
+    """One file (or folder) per text format, each starting with a UTF-8 byte order mark: (path, options)."""
+    docs = tmp_path / "docs.jsonl"
+    docs.write_bytes(BOM + json.dumps({"id": "a", "sections": [{"title": "T", "text": "first"}]}).encode() + b"\n")
+    text_jsonl = tmp_path / "gens.jsonl"
+    text_jsonl.write_bytes(BOM + b'{"text": "first"}\n')
+    lm_eval = tmp_path / LM_NAME
+    lm_eval.write_bytes(BOM + json.dumps(lm_sample(0, [["first"]])).encode() + b"\n")
+    lines = tmp_path / "lines.txt"
+    lines.write_bytes(BOM + b"first\n")
+    text = tmp_path / "text.txt"
+    text.write_bytes(BOM + b"first\n<s>\n")
+    folder = tmp_path / "txts"
+    folder.mkdir()
+    (folder / "one.txt").write_bytes(BOM + b"first")
+    datasets = save_to_disk(tmp_path / "ds", pa.table({"text": ["first"]}))
+    (datasets / "state.json").write_bytes(BOM + (datasets / "state.json").read_bytes())
+    return {"documents": (docs, InputOptions()), "text-jsonl": (text_jsonl, InputOptions()),
+            "lm-eval": (lm_eval, InputOptions()), "lines": (lines, InputOptions(format="lines")),
+            "text": (text, InputOptions(separator="<s>")), "text-dir": (folder, InputOptions()),
+            "datasets": (datasets, InputOptions())}
+
+
+def test_a_byte_order_mark_is_dropped_in_every_text_format(tmp_path):
+    """A UTF-8 BOM (Windows editors, some pandas set-ups) was an 'invalid JSON' error, or kept in the text."""
+    for fmt, (path, options) in bom_inputs(tmp_path).items():
+        report = ReadReport()
+        docs = read_documents(path, options, report=report)
+        assert report.format == fmt
+        assert [d.text for d in docs] == ["first"], fmt
+        assert "\ufeff" not in docs[0].id
+
+
+def gz(path, data: bytes):
+    import gzip
+
+    path.write_bytes(gzip.compress(data))
+    return path
+
+
+def test_gzip_is_read_decompressed_in_every_text_format(tmp_path):
+    """.gz was read as the bytes of the text: 'line is not valid UTF-8', even with --format given."""
+    gens = gz(tmp_path / "gens.jsonl.gz", b'{"text": "one"}\n{"text": "two"}\n')
+    report = ReadReport()
+    assert read_documents(gens, report=report) == [untitled("gens:1", "one"), untitled("gens:2", "two")]
+    assert report.summary() == f"{gens}: 2 documents (text-jsonl); 2 ids made as gens:LINE"
+    assert read_documents(gens, InputOptions(format="text-jsonl")) == read_documents(gens)
+    docs = [Document("a", (Section("T", "x"),))]
+    assert read_documents(gz(tmp_path / "d.jsonl.gz", json.dumps(docs[0].to_dict()).encode() + b"\n")) == docs
+    lm = gz(tmp_path / (LM_NAME + ".gz"), BOM + json.dumps(lm_sample(0, [["story"]])).encode() + b"\n")
+    report = ReadReport()
+    [doc] = read_documents(lm, report=report)
+    assert report.format == "lm-eval" and doc.metadata == {"task": "story_gen", "target": "t"}
+    lines = gz(tmp_path / "lines.txt.gz", b"one\n\ntwo\n")
+    report = ReadReport()
+    assert read_documents(lines, InputOptions(format="lines"), report=report) == [
+        untitled("lines:1", "one"), untitled("lines:3", "two")]
+    assert report.skipped == {"empty text": 1}
+    text = gz(tmp_path / "text.txt.gz", b"one\n<s>\ntwo\n")
+    assert read_documents(text, InputOptions(separator="<s>")) == [untitled("text:1", "one"), untitled("text:3", "two")]
+    assert raises(gz(tmp_path / "t.parquet.gz", b"PAR1")) == (
+        f"{tmp_path / 't.parquet.gz'}: a gzip-compressed Parquet file: decompress it first (Parquet compresses its "
+        "columns itself)")
+
+
+def test_damaged_or_false_gzip_names_the_file_and_line(tmp_path):
+    import gzip
+
+    whole = gzip.compress(b"".join(b'{"text": "%d"}\n' % i for i in range(20000)), mtime=0)
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(whole[:len(whole) // 2])
+    for options in (InputOptions(), InputOptions(format="text-jsonl")):
+        message = raises(cut, options)
+        assert message.startswith(f"{cut}:") and ": gzip-compressed data damaged or cut short (" in message
+        assert int(message.split(":")[1]) > 1000  # the line it stopped at, after the lines it read
+    plain = tmp_path / "plain.jsonl.gz"
+    plain.write_bytes(b'{"text": "x"}\n')
+    assert raises(plain) == f"{plain}: cannot be read as gzip-compressed text (Not a gzipped file (b'{{\"'))"
+
+
+def test_other_compressions_are_refused_by_name(tmp_path):
+    for suffix, kind in ((".zst", "zstd"), (".bz2", "bzip2"), (".xz", "xz")):
+        path = tmp_path / f"gens.jsonl{suffix}"
+        path.write_bytes(b"\x28\xb5\x2f\xfd garbled")
+        assert f"{path}: {kind}-compressed input is not read here; decompress it first (or gzip it)" in raises(
+            path, InputOptions(format="text-jsonl"))
+
+def test_json_nested_too_deep_names_the_file_and_line(tmp_path):
+    """It was RecursionError's 'maximum recursion depth exceeded', with no file or line."""
+    deep = "[" * 100_000 + "]" * 100_000
+    path = write_lines(tmp_path / "gens.jsonl", {"text": "a"}, '{"text": "b", "m": ' + deep + "}")
+    expected = f"{path}:2: JSON nested deeper than Python's JSON parser allows"
+    assert raises(path) == expected
+    assert raises(path, InputOptions(format="text-jsonl")) == expected
+    with pytest.raises(DocumentError) as err:
+        detect_format(write_lines(tmp_path / "first.jsonl", deep))
+    assert str(err.value) == f"{tmp_path / 'first.jsonl'}:1: JSON nested deeper than Python's JSON parser allows"
+    folder = save_to_disk(tmp_path / "ds", pa.table({"text": ["a"]}))
+    (folder / "state.json").write_text(deep)
+    assert raises(folder) == f"{folder / 'state.json'}: JSON nested deeper than Python's JSON parser allows"
+
+
+def test_iter_documents_refuses_an_input_without_documents_as_read_documents_does(tmp_path):
+    """An empty Parquet file or a file of blank lines streamed (critic score) ended with nothing and no word."""
+    empty = tmp_path / "empty.parquet"
+    pq.write_table(pa.table({"text": pa.array([], pa.string())}), empty)
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n  \n\n")
+    for path, options, expected in (
+            (empty, InputOptions(), f"{empty}: holds no documents"),
+            (blank, InputOptions(format="lines"),
+             f"{blank}: holds no documents; skipped 3: empty text (first at {blank}:1)")):
+        report = ReadReport()
+        with pytest.raises(DocumentError) as err:
+            list(iter_documents(path, options, report=report))
+        assert str(err.value) == expected and report.n_read == 0
+        assert raises(path, options) == expected
+
+
+def fifo(tmp_path, name, data: bytes | None):
+    """A named pipe at ``tmp_path / name`` and, when ``data`` is given, a thread writing it (returned)."""
+    import os
+    import threading
+
+    path = tmp_path / name
+    os.mkfifo(path)
+    writer = None
+    if data is not None:
+        def write():
+            with open(path, "wb") as fh:
+                fh.write(data)
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+    return path, writer
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no named pipes on this system")
+def test_a_named_pipe_is_read_with_a_format_given(tmp_path):
+    """A pipe was 'no such file'."""
+    path, writer = fifo(tmp_path, "gens.jsonl", b'{"text": "one"}\n\n{"text": "two"}\n')
+    assert read_documents(path, InputOptions(format="text-jsonl")) == [untitled("gens:1", "one"),
+                                                                       untitled("gens:3", "two")]
+    writer.join(10)
+    assert not writer.is_alive()
+    path, writer = fifo(tmp_path, "lines.txt.gz", gz(tmp_path / "x.gz", b"one\n\ntwo\n").read_bytes())
+    report = ReadReport()
+    assert read_documents(path, InputOptions(format="lines"), report=report) == [untitled("lines:1", "one"),
+                                                                                 untitled("lines:3", "two")]
+    assert report.skipped == {"empty text": 1}
+    writer.join(10)
+    path, writer = fifo(tmp_path, "text.txt", b"one\n<s>\ntwo\n")  # auto: told by the suffix alone
+    assert read_documents(path, InputOptions(separator="<s>")) == [untitled("text:1", "one"), untitled("text:3", "two")]
+    writer.join(10)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no named pipes on this system")
+def test_a_named_pipe_that_auto_would_read_twice_is_refused(tmp_path):
+    path, _ = fifo(tmp_path, "gens.jsonl", None)  # never opened: no writer needed
+    assert raises(path) == (f"{path}: a pipe can be read only with --format FORMAT given (auto would read its first "
+                            "line to tell the format, and a pipe can be read only once)")
+    pipe, _ = fifo(tmp_path, "gens.parquet", None)
+    assert raises(pipe) == (f"{pipe}: a pipe cannot be read as Parquet (it is read from its end, so it must be a "
+                            "file): write it to a file first")
+    assert raises(tmp_path, InputOptions(format="lines")) == f"{tmp_path}: a folder, not a file"

@@ -146,9 +146,14 @@ def test_newton_is_the_default_inference_and_adam_a_setting(critic, corpus):
     assert err_newton <= min(0.05, err_adam)
     with pytest.raises(ValueError, match="infer_method"):
         CorrelatedTopicCritic(**{**SETTINGS, "infer_method": "lbfgs"})._check_params()
-    for name, value in (("covariance_prior_weight", -0.5), ("covariance_prior_weight", True),
-                        ("covariance_prior_scale", 0), ("covariance_prior_scale", "1")):
-        with pytest.raises(ValueError, match=f"{name} must be a finite number"):
+    for name, value, why in (("covariance_prior_weight", -0.5, "must be >= 0, got number -0.5"),
+                             ("covariance_prior_weight", True, "must be a number"),
+                             ("covariance_prior_weight", float("inf"), "must be a finite number >= 0, got"),
+                             ("covariance_prior_scale", 0, "must be > 0, got integer 0"),
+                             ("covariance_prior_scale", "1", "must be a number"),
+                             ("infer_lr", -5, "must be > 0 and <= 1, got integer -5"),  # was saved, broke scoring
+                             ("lr", 1e10, "must be > 0 and <= 1")):                  # "converged"
+        with pytest.raises(ValueError, match=f"setting {name} {why}"):
             CorrelatedTopicCritic(**{**SETTINGS, name: value})._check_params()
 
 

@@ -266,3 +266,17 @@ def test_simplex_figure(critic, data, mixed, tmp_path):
     assert len(fig.axes) == 1
     with pytest.raises(ValueError):
         simplex_scatter({"a": np.ones((2, 4))})
+
+
+@pytest.mark.parametrize("name, value, why", [
+    ("offset", -1, "must be > 0, got integer -1"),            # was gensim's AssertionError
+    ("decay", 0.2, "must be >= 0.5 and <= 1, got number 0.2"),
+    ("num_topics", 1, "must be >= 2, got integer 1"),
+    ("init", "kmeans", "must be one of 'nmf', 'random', got string 'kmeans'"),
+    ("tol", float("nan"), "must be a finite number > 0, got"),
+])
+def test_settings_out_of_their_declared_bounds_are_refused_before_any_work(name, value, why):
+    from critic.config import ConfigError
+
+    with pytest.raises(ConfigError, match=f"LdaCodeMixCritic: critic 'lda' setting {name} {why}"):
+        LdaCodeMixCritic(**{name: value}).fit([])
