@@ -36,7 +36,8 @@ from .cli_args import (called_options, common_options, flag_rule, fold_count, na
                        positive_int, resampling_options, signature_options)
 from .config import (ConfigError, check_config, check_params, describe_settings, line_of, read_toml, seeded_params,
                      suggest)
-from .io import atomic_write_text, check_replaceable, output_lock
+from .io import atomic_write_text, check_replaceable, claim_folder, output_lock
+from .stages import is_run_folder
 
 __all__ = ["main", "build_parser", "seed_everything", "EXIT_ERROR", "EXIT_INTERRUPTED"]
 
@@ -370,8 +371,7 @@ def cmd_run(args) -> int:
     except (ValueError, KeyError) as exc:
         raise ConfigError(f"{where}: {exc.args[0]}") from None
     config = check_config(data, runner.schema, where=str(path), text=text, allowed=("runner",))
-    out = Path(args.out) if args.out else Path("runs") / path.stem
-    out.mkdir(parents=True, exist_ok=True)
+    out = claim_folder(Path(args.out) if args.out else Path("runs") / path.stem, "run", legacy=is_run_folder)
     with output_lock(out, inside=True):  # two runs in one folder would recompute each other's stages
         runner.fn(config, out=out, seed=args.seed, device=args.device)
     return 0

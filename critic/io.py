@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import IO, Iterator
 
 __all__ = ["atomic_write_text", "atomic_write_bytes", "atomic_open", "atomic_directory", "check_replaceable",
-           "OUTPUT_MARKER", "OUTPUT_KINDS", "output_lock",
+           "OUTPUT_MARKER", "OUTPUT_KINDS", "output_lock", "claim_folder",
            "sha256_file", "sha256_bytes", "current_umask", "remove_stale_temporaries", "is_temporary"]
 
 _HOST = hashlib.sha256(socket.gethostname().encode("utf-8", "surrogateescape")).hexdigest()[:8]
@@ -236,8 +236,31 @@ def _read_marker(path: Path) -> dict | None:
     return marker if ok else None
 
 
-OUTPUT_KINDS = {"critic": "a saved critic", "report": "a report directory"}
-"""The kinds of folder this tool writes as a whole (:func:`atomic_directory`), and how messages name them."""
+OUTPUT_KINDS = {"critic": "a saved critic", "report": "a report directory", "run": "a run folder"}
+"""The kinds of folder this tool writes (as a whole: :func:`atomic_directory`; over time: :func:`claim_folder`),
+and how messages name them."""
+
+
+def claim_folder(path: str | Path, kind: str, *, legacy=None) -> Path:
+    """The folder ``path`` for this tool to write into over time (a run folder, whose stages come and go): made and
+    marked (:data:`OUTPUT_MARKER`) when absent or empty; taken when marked as ``kind``, or when ``legacy(path)``
+    recognises one written before folders were marked (then marked); else ``ValueError`` naming the folder and what
+    is in it, before anything is written."""
+    what = OUTPUT_KINDS[kind]
+    path = Path(path)
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise ValueError(f"{path}: exists and is not {what}; refusing to write into it: it is not a folder")
+    entries = sorted(e.name for e in path.iterdir()) if path.is_dir() else []
+    marker = _read_marker(path) if entries else None
+    if marker is not None and marker["kind"] == kind:
+        return path
+    if entries and (marker is not None or legacy is None or not legacy(path)):
+        shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+        raise ValueError(f"{path}: exists and is not {what}; refusing to write into it: it holds {shown}, which this "
+                         "tool did not write as one (choose a new or an empty folder)")
+    path.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path / OUTPUT_MARKER, json.dumps({"kind": kind, "files": []}, indent=1) + "\n")
+    return path
 
 
 def check_replaceable(path: str | Path, kind: str) -> None:

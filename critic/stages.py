@@ -44,7 +44,7 @@ from typing import Any, Mapping, Sequence
 
 from .io import atomic_write_text, is_temporary, remove_stale_temporaries
 
-__all__ = ["Stage", "MARKER_DIR", "config_key"]
+__all__ = ["Stage", "MARKER_DIR", "config_key", "is_run_folder"]
 
 MARKER_DIR = "stages"
 """Folder of the run directory that holds the stage markers."""
@@ -178,3 +178,17 @@ class Stage:
 
     def __repr__(self) -> str:
         return f"Stage({self.name!r}, key={self.key[:12]})"
+
+
+def is_run_folder(path: str | Path) -> bool:
+    """Whether ``path`` is a run folder this tool wrote before run folders were marked: its ``stages/`` holds stage
+    markers (JSON objects with a stage name and a key)."""
+    folder = Path(path) / MARKER_DIR
+    for marker in folder.glob("*.json") if folder.is_dir() else []:
+        try:
+            record = json.loads(marker.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and {"stage", "key"} <= set(record):
+            return True
+    return False

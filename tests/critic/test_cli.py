@@ -385,3 +385,17 @@ def test_the_command_s_seed_is_the_critic_s_seed(corpus, tmp_path, capsys):
     assert main(["fit", "lda", "--train", str(corpus / "train.jsonl"), "--out", str(tmp_path / "d"),
                  "--params", '{"seed": 3}']) == 2
     assert "--params: 'seed' is the run's seed: give --seed 3 instead" in capsys.readouterr().err
+
+
+def test_run_refuses_a_folder_it_did_not_make_before_writing_anything(tmp_path, manpage_job_config, capsys):
+    """The main job pointed at a user's folder with a data/ of theirs (its data stage would replace it): exit 2
+    naming the folder, nothing written, nothing removed."""
+    config = manpage_job_config(tmp_path / "job.toml")
+    mine = tmp_path / "mine"
+    (mine / "data").mkdir(parents=True)
+    (mine / "data" / "notes.txt").write_text("theirs")
+    capsys.readouterr()
+    assert main(["run", str(config), "--out", str(mine)]) == 2
+    assert f"{mine}: exists and is not a run folder; refusing to write into it: it holds data" \
+        in capsys.readouterr().err
+    assert sorted(p.relative_to(mine).as_posix() for p in mine.rglob("*")) == ["data", "data/notes.txt"]

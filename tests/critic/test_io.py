@@ -197,3 +197,32 @@ def test_an_output_lock_stops_a_second_run_and_leaves_nothing_behind(tmp_path):
     with output_lock(out):  # released: the next run takes it
         pass
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_a_run_writes_only_into_a_folder_it_made_or_an_empty_one(tmp_path):
+    """critic run --out: a folder of the user's (here one with a data/ of their own, which the data stage would
+    have replaced) is refused before anything is written; an empty or absent one is made this tool's (marked); a run
+    folder written before folders were marked (its stages/ markers) is recognised and marked."""
+    from critic.io import OUTPUT_MARKER, claim_folder
+    from critic.stages import is_run_folder
+
+    mine = tmp_path / "mine"
+    (mine / "data").mkdir(parents=True)
+    (mine / "data" / "train.jsonl").write_text("theirs")
+    with pytest.raises(ValueError, match=f"{mine}: exists and is not a run folder; refusing to write into it: it "
+                                         "holds data, which this tool did not write as one"):
+        claim_folder(mine, "run", legacy=is_run_folder)
+    assert sorted(p.name for p in mine.rglob("*")) == ["data", "train.jsonl"]
+    fresh = claim_folder(tmp_path / "fresh", "run", legacy=is_run_folder)
+    assert json.loads((fresh / OUTPUT_MARKER).read_text()) == {"kind": "run", "files": []}
+    (fresh / "data").mkdir()
+    assert claim_folder(fresh, "run") == fresh  # its own, with stages written since
+    old = tmp_path / "old"
+    (old / "stages").mkdir(parents=True)
+    (old / "stages" / "data.json").write_text(json.dumps({"stage": "data", "key": "abc", "complete": True}))
+    assert claim_folder(old, "run", legacy=is_run_folder) == old and (old / OUTPUT_MARKER).is_file()
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / OUTPUT_MARKER).write_text(json.dumps({"kind": "report", "files": []}))
+    with pytest.raises(ValueError, match="exists and is not a run folder"):
+        claim_folder(report, "run", legacy=is_run_folder)
