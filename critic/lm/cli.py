@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from ..cli_args import common_options, positive_int
+from ..io import output_lock
 
 __all__ = ["add_parser"]
 
@@ -73,7 +74,8 @@ def cmd_finetune(args) -> int:
         source, tokenizer = args.model, args.tokenizer
         if args.model == "smollm2":
             print("critic: loading SmolLM2-135M from its GGUF file (dequantizing: about a minute)", file=sys.stderr)
-    result = finetune(source, tokenizer, train, valid, fmt, args.out, config, progress=not args.quiet)
+    with output_lock(args.out):  # two fine-tunings into one folder would interleave their checkpoints
+        result = finetune(source, tokenizer, train, valid, fmt, args.out, config, progress=not args.quiet)
     print(f"best validation loss {result.best_valid_loss:.4f} nats/token at step {result.best_step} "
           f"({result.steps} steps, {result.tokens_seen} training tokens, context {result.context}); "
           f"model folder: {result.best_dir}")
@@ -83,9 +85,11 @@ def cmd_finetune(args) -> int:
 def cmd_sample(args) -> int:
     from .sample import sample
 
-    report = sample(args.model, args.out, n=args.n, batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
-                    seed=args.seed, device=args.device, temperature=args.temperature, top_k=args.top_k,
-                    top_p=args.top_p, mask_special_tokens=args.mask_special_tokens, progress=not args.quiet)
+    with output_lock(args.out):  # two samplers into one folder would append each batch twice
+        report = sample(args.model, args.out, n=args.n, batch_size=args.batch_size,
+                        max_new_tokens=args.max_new_tokens, seed=args.seed, device=args.device,
+                        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                        mask_special_tokens=args.mask_special_tokens, progress=not args.quiet)
     print(json.dumps(report.counts()))
     print(f"wrote {args.out / 'documents.jsonl'} ({report.parsed} of {report.requested} generations parsed)")
     return 0

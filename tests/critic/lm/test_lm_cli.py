@@ -88,3 +88,20 @@ def test_bad_input_is_one_line_and_status_2(splits, capsys, argv, message):
     assert main([a.replace("{t}", str(splits)) for a in argv]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("finetuning", [False, True])
+def test_a_second_run_into_the_same_folder_stops_before_any_work(finetuning, splits, tmp_path, capsys):
+    import os
+
+    from critic.io import output_lock
+
+    command = (["finetune", *TINY, "--train", str(splits / "train.jsonl"), "--valid", str(splits / "valid.jsonl"),
+                "--format", "with-titles"] if finetuning else ["sample", "--model", "nowhere", "--n", "2"])
+    out = tmp_path / "out"
+    with output_lock(out):  # the first run, still going
+        capsys.readouterr()
+        assert main(["lm", *command, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{out}: another run (process {os.getpid()}) is writing it" in err and "Traceback" not in err
+    assert not out.exists()
