@@ -60,7 +60,8 @@ class Calibration:
 
     ``columns (n, 1 + len(statistics))``: ``T/M`` and the critic's outlier statistics; ``words (n,)`` word counts;
     ``ids`` and ``digests`` (:func:`document_digest`); ``sources``: how many came from each source
-    (``"cross-fitted"``, ``"validation"``); ``folds``: ``K`` of the cross-fitting (0: none)."""
+    (``"cross-fitted"``, ``"validation"``), the documents of each source together, in that order; ``folds``: ``K``
+    of the cross-fitting (0: none)."""
 
     ids: list[str]
     digests: list[str]
@@ -102,8 +103,10 @@ class Calibration:
     def without(self, digests: set[str]) -> "Calibration":
         """The calibration minus the documents whose digest is in ``digests`` (documents counted elsewhere)."""
         keep = np.array([d not in digests for d in self.digests], dtype=bool)
+        labels = [name for name, k in self.sources.items() for _ in range(k)]  # the sources in order, one a document
+        sources = {name: int(sum(k for label, k in zip(labels, keep) if label == name)) for name in self.sources}
         return Calibration([i for i, k in zip(self.ids, keep) if k], [d for d, k in zip(self.digests, keep) if k],
-                           self.columns[keep], self.words[keep], self.statistics, dict(self.sources), self.folds)
+                           self.columns[keep], self.words[keep], self.statistics, sources, self.folds)
 
     def summary(self) -> str:
         """``"812 documents (712 cross-fitted in 5 folds, 100 validation)"``, or what to give when it has none."""

@@ -119,7 +119,8 @@ class OutlierPool:
         sizes = np.bincount(groups)
         sizes = sizes[sizes > 0]
         return {"n": len(self.ids), "sources": self.sources, "groups": int(len(sizes)),
-                "smallest_group": int(sizes.min()), "smallest_p": conformal.smallest_p_value(sizes)}
+                "smallest_group": int(sizes.min()), "largest_group": int(sizes.max()),
+                "smallest_p": conformal.smallest_p_value(sizes)}
 
 
 def outlier_p_values(pool: np.ndarray, values: np.ndarray, *, pool_words: np.ndarray | None = None,
@@ -151,12 +152,12 @@ def outlier_pool(critic: Critic, reference: Sequence[Document], ref_scores: Scor
         calibration = None
     if calibration is not None and len(calibration):
         scored = set(ref_scores.doc_ids)
-        calibration = calibration.without({document_digest(d) for d in reference if d.id in scored})
-        columns, words = np.vstack([calibration.columns, columns]), np.concatenate([calibration.words, words])
-        ids = calibration.ids + ids
-        sources = {**{k: v for k, v in calibration.sources.items() if v}, **sources}
-        if sum(calibration.sources.values()) > len(calibration):
-            notes.append(f"{sum(calibration.sources.values()) - len(calibration)} calibration documents are also "
-                         "reference documents: counted once")
+        kept = calibration.without({document_digest(d) for d in reference if d.id in scored})
+        if len(kept) < len(calibration):
+            notes.append(f"{len(calibration) - len(kept)} calibration documents are also reference documents: "
+                         "counted once")
+        columns, words = np.vstack([kept.columns, columns]), np.concatenate([kept.words, words])
+        ids = kept.ids + ids
+        sources = {**{k: v for k, v in kept.sources.items() if v}, **sources}
     return OutlierPool(columns, words, ids, names=["latent_nll_per_step", *statistics], outlier_score=outlier_score,
                        size_model=critic.size_model, seed=seed, sources=sources), notes

@@ -193,13 +193,15 @@ def flag_power(result: CriticismResult, threshold: float, *, by_fdr: bool = True
     of the smallest length group (``n_g`` documents); then a line starting ``"cannot flag"`` for each candidate
     set where flags cannot fire.  At a false discovery rate ``a`` over a set of ``m`` documents
     (Benjamini-Hochberg), ``k`` documents at ``p_min`` are flagged when ``m p_min / k <= a``: none can be when
-    ``p_min > a``, and a lone outlier cannot be when ``p_min > a / m`` (groups of ``m / a - 1`` documents would
-    allow it: an informational line).  At a per-document level ``a``: none when ``p_min > a``."""
+    even the largest group's smallest p-value is above ``a``, those of the small groups none when ``p_min > a``,
+    and a lone outlier cannot be when ``p_min > a / m`` (groups of ``m / a - 1`` documents would allow it: an
+    informational line).  At a per-document level ``a`` likewise without the lone outlier's line."""
     about = result.config.get("calibration")
     if not about:
         return []
     sources = ", ".join(f"{v} {k}" for k, v in about["sources"].items())
     p_min, groups = about["smallest_p"], about["groups"]
+    p_best = 1.0 / (about.get("largest_group", about["smallest_group"]) + 1.0)  # the largest group's smallest p
     lines = [f"p-values against {about['n']} real documents ({sources}) in {groups} length group(s) of at least "
              f"{about['smallest_group']}: the smallest p-value is {p_min:.3g}"]
 
@@ -211,11 +213,16 @@ def flag_power(result: CriticismResult, threshold: float, *, by_fdr: bool = True
         m = s.n
         if not m:
             continue
-        if p_min > threshold:
-            rule = f"FDR {threshold:g}" if by_fdr else f"level {threshold:g}"
-            lines.append(f"cannot flag any document of {s.name!r} at {rule}: the smallest p-value {p_min:.3g} is "
-                         f"above it; it needs {needed(threshold)}: fit the critic with calibration documents "
-                         "(critic fit cross-fits its training documents) or give a larger reference")
+        rule = f"FDR {threshold:g}" if by_fdr else f"level {threshold:g}"
+        fix = (f"it needs {needed(threshold)}: fit the critic with calibration documents (critic fit cross-fits its "
+               "training documents) or give a larger reference")
+        if p_best > threshold:
+            lines.append(f"cannot flag any document of {s.name!r} at {rule}: the smallest p-value {p_best:.3g} is "
+                         f"above it; {fix}")
+        elif p_min > threshold:
+            lines.append(f"cannot flag the documents of {s.name!r} in length groups of fewer than "
+                         f"{int(np.ceil(1.0 / threshold - 1.0))} real documents at {rule} (the smallest has "
+                         f"{about['smallest_group']}: p >= {p_min:.3g}); {fix}")
         elif by_fdr and p_min > threshold / m:
             lines.append(f"in {s.name!r} a lone outlier needs p <= {threshold / m:.3g} ({m} documents at FDR "
                          f"{threshold:g}): at least {int(np.ceil(m * p_min / threshold))} documents must reach the "

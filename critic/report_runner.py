@@ -72,8 +72,8 @@ SCHEMA = Schema(
         },
         "report": {
             "top": Key(int, FLAG_TOP, min=1, help="list at most this many flagged documents per critic and set"),
-            "fdr": Key(float, FLAG_FDR, gt=0, max=1, help="flag documents whose q-value (Benjamini-Hochberg over "
-                                                          "each set's outlier p-values) is at most this"),
+            "fdr": Key(float, gt=0, max=1, help=f"flag documents whose q-value (Benjamini-Hochberg over each set's "
+                                                f"outlier p-values) is at most this (default {FLAG_FDR})"),
             "flag_level": Key(float, gt=0, max=1, help="instead of fdr: flag at outlier p-values at most this, "
                                                        "document by document"),
             "n_bootstrap": Key(int, 1000, min=1, help="bootstrap resamples of the CIs"),
@@ -172,6 +172,8 @@ def main(config: dict[str, Any], *, out: Path, seed: int = 0, device: str = "cpu
     sets, settings = config["sets"], config["report"]
     if "reference" not in sets or not sets.get("candidates"):
         raise ConfigError("report config: [sets] needs reference = FILE and candidates = {NAME = FILE, ...}")
+    if settings.get("fdr") is not None and settings.get("flag_level") is not None:
+        raise ConfigError("report config: [report] fdr and flag_level are two flag rules: give one of them")
     for name, value in settings["word_ppl"].items():
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if name not in sets["candidates"] or not number or value <= 0:
@@ -199,7 +201,8 @@ def main(config: dict[str, Any], *, out: Path, seed: int = 0, device: str = "cpu
         for name, path in sets["candidates"].items():
             candidates[name], reads[name] = _read(path, options, name)
         require_comparable_shapes(reference, candidates, sections=options.sections, option="[inputs] sections =")
-        panel = criticize_panel(critics, reference, candidates, reads=reads, fdr=settings["fdr"],
+        panel = criticize_panel(critics, reference, candidates, reads=reads,
+                                fdr=FLAG_FDR if settings.get("fdr") is None else settings["fdr"],
                                 level=settings.get("flag_level"), top=settings["top"], paths=files,
                                 n_bootstrap=settings["n_bootstrap"],
                                 n_permutations=settings["n_permutations"], outlier_score=settings["outlier_score"],

@@ -399,3 +399,21 @@ def test_run_refuses_a_folder_it_did_not_make_before_writing_anything(tmp_path, 
     assert f"{mine}: exists and is not a run folder; refusing to write into it: it holds data" \
         in capsys.readouterr().err
     assert sorted(p.relative_to(mine).as_posix() for p in mine.rglob("*")) == ["data", "data/notes.txt"]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--fdr", "0"], "argument --fdr: must lie in (0, 1], got 0.0"),
+    (["--fdr", "x"], "argument --fdr: expected a number in (0, 1], got 'x'"),
+    (["--fdr", "0.1", "--flag-level", "0.01"], "argument --flag-level: not allowed with argument --fdr"),
+])
+def test_the_flag_rule_is_checked_before_any_work(flags, message, tmp_path, capsys):
+    assert main(["outliers", str(tmp_path / "c"), "--reference", "r.jsonl", "--input", "i.jsonl", *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_the_fdr_option_says_the_panel_s_default(capsys):
+    from critic.conformal import FLAG_FDR
+
+    assert main(["report", "--help"]) == 0
+    assert f"(default {FLAG_FDR}: critic.conformal.FLAG_FDR)" in " ".join(capsys.readouterr().out.split())

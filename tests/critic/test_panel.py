@@ -215,6 +215,12 @@ def test_flag_power_says_when_flags_cannot_fire_and_what_would_fix_it():
                        "must reach the smallest p-value together (799 real documents per length group (about 7990 "
                        "in all) would flag one alone)")
     assert flag_power(result(999, 10, 80), 0.1)[1:] == []
+    uneven = result(8, 2, 80)
+    uneven.config["calibration"]["largest_group"] = 30  # its other group allows 1/31 < 0.1
+    assert flag_power(uneven, 0.1)[1] == (
+        "cannot flag the documents of 'lm' in length groups of fewer than 9 real documents at FDR 0.1 (the smallest "
+        "has 8: p >= 0.111); it needs 9 real documents per length group (about 18 in all): fit the critic with "
+        "calibration documents (critic fit cross-fits its training documents) or give a larger reference")
     assert flag_power(result(8, 2, 80), 0.2, by_fdr=False)[1:] == []  # per document at 0.2: 1/9 is below it
 
 

@@ -99,6 +99,10 @@ def test_run_gives_the_report_command_s_report_and_resumes(files, capsys):
     (("flag_level = 0.5", "flag_level = 2"), "flag_level"),
     (("flag_level = 0.5", "flag_level = 0.5\noutlier_score = \"short\""), "outlier_score"),
     (("flag_level = 0.5", "flag_level = 0.5\nword_ppl = {nobody = 3}"), "[report] word_ppl: nobody = 3: needs a candidate"),
+    (("flag_level = 0.5", "fdr = 0"), "fdr"),
+    (("flag_level = 0.5", "flag_level = 0.5\nfdr = 0.2"), "[report] fdr and flag_level are two flag rules: give one"),
+    (("params = {delta", "calibration_folds = 1\nparams = {delta"),
+     "calibration_folds must be 0 (no cross-fitting) or an integer >= 2, got 1"),
 ])
 def test_bad_report_configs_name_the_entry_and_write_nothing(files, capsys, edit, message):
     tmp, data, gens = files
