@@ -145,6 +145,15 @@ class Scores:
     def n_unknown(self) -> int:
         return int(sum(self.unknown.values()))
 
+    def rows(self) -> np.ndarray:
+        """``(T(x), M(x))`` rows, ``(n, 2)`` float64, in the order of the document ids (ties by value): what the
+        set statistics, their bootstrap and permutation tests resample, so the same documents read in another
+        order give the same numbers."""
+        nll = np.asarray(self.latent_nll, dtype=np.float64)
+        steps = np.asarray(self.latent_steps, dtype=np.float64)
+        order = np.lexsort((steps, nll, np.asarray(self.doc_ids, dtype=str))) if self.n else np.arange(0)
+        return np.stack([nll[order], steps[order]], axis=1)
+
 
 def _tensor_bytes(t: torch.Tensor) -> bytes:
     flat = t.detach().cpu().contiguous().reshape(-1)

@@ -99,16 +99,16 @@ def summarize(
         warnings.append(f"only {scores.n} document: no confidence interval")
     elif scores.n < min_documents:
         warnings.append(f"only {scores.n} documents (< {min_documents}): the CIs are not reliable")
-    nll_ci, ppl_ci = (stats.bootstrap_cis(stats.document_rows(scores.latent_nll, scores.latent_steps),
-                                          [stats.MEAN, stats.LATENT_PPL], n_resamples=n_bootstrap, level=level,
-                                          seed=seed)
+    rows = scores.rows()
+    nll_ci, ppl_ci = (stats.bootstrap_cis(rows, [stats.MEAN, stats.LATENT_PPL], n_resamples=n_bootstrap,
+                                          level=level, seed=seed)
                       if scores.n >= 2 else (_NAN_PAIR, _NAN_PAIR))
     return SetResult(
         name=name,
         n=scores.n,
-        latent_nll=float(scores.latent_nll.mean()) if scores.n else float("nan"),
+        latent_nll=stats.MEAN(rows) if scores.n else float("nan"),
         latent_nll_ci=nll_ci,
-        latent_ppl=stats.latent_ppl(scores.latent_nll, scores.latent_steps),
+        latent_ppl=stats.LATENT_PPL(rows) if scores.n else float("nan"),
         latent_ppl_ci=ppl_ci,
         n_skipped=len(scores.skipped),
         skipped=dict(scores.skipped),
@@ -129,21 +129,18 @@ def compare(reference: Scores, candidate: Scores, *, n_bootstrap: int, n_permuta
 
     Undefined (``NaN``) unless both sets have at least two documents.
     """
+    ref_rows, cand_rows = reference.rows(), candidate.rows()
     if reference.n < 2 or candidate.n < 2:
         both = reference.n and candidate.n
-        diff = float(candidate.latent_nll.mean() - reference.latent_nll.mean()) if both else float("nan")
-        ppl_diff = (stats.latent_ppl(candidate.latent_nll, candidate.latent_steps)
-                    - stats.latent_ppl(reference.latent_nll, reference.latent_steps)) if both else float("nan")
+        diff = stats.MEAN(cand_rows) - stats.MEAN(ref_rows) if both else float("nan")
+        ppl_diff = stats.LATENT_PPL(cand_rows) - stats.LATENT_PPL(ref_rows) if both else float("nan")
         return (Comparison(diff, _NAN_PAIR, float("nan")),
                 Comparison(ppl_diff, _NAN_PAIR, float("nan"), statistic="latent_ppl"))
-    ref_rows = stats.document_rows(reference.latent_nll, reference.latent_steps)
-    cand_rows = stats.document_rows(candidate.latent_nll, candidate.latent_steps)
     mean_test, ppl_test = stats.permutation_tests(ref_rows, cand_rows, [stats.MEAN, stats.LOG_LATENT_PPL],
                                                   n_permutations=n_permutations, seed=seed)
     mean_ci, ppl_ci = stats.bootstrap_difference_cis(ref_rows, cand_rows, [stats.MEAN, stats.LATENT_PPL],
                                                      n_resamples=n_bootstrap, level=level, seed=seed + 1)
-    ppl_diff = (stats.latent_ppl(candidate.latent_nll, candidate.latent_steps)
-                - stats.latent_ppl(reference.latent_nll, reference.latent_steps))
+    ppl_diff = stats.LATENT_PPL(cand_rows) - stats.LATENT_PPL(ref_rows)
     return (Comparison(mean_test.difference, mean_ci, mean_test.p_value, p_value_exact=mean_test.exact),
             Comparison(ppl_diff, ppl_ci, ppl_test.p_value, statistic="latent_ppl", p_value_exact=ppl_test.exact))
 

@@ -66,10 +66,13 @@ def test_criticize_numbers(tutorial, tmp_path):
     assert cand.n_skipped == 1 and cand.skipped == {"empty": "document has no sections"}
     assert cand.comparison.difference == pytest.approx(t_cand.mean() - t_ref.mean(), rel=1e-12)
     assert cand.comparison.difference_ci[0] > 0          # the candidate set is clearly worse
-    # the CI by explicit two-sample resampling (stream seed + 1: reference indices, then candidate indices)
+    # the CI by explicit two-sample resampling of the documents in id order (stream seed + 1: reference
+    # indices, then candidate indices)
+    by_id_ref = t_ref[np.argsort([d.id for d in reference])]
+    by_id_cand = t_cand[np.argsort([d.id for d in candidate[:7]])]
     rng = np.random.default_rng(3 + 1)
     ia, ib = rng.integers(0, 12, size=(400, 12)), rng.integers(0, 7, size=(400, 7))
-    boot = t_cand[ib].mean(1) - t_ref[ia].mean(1)
+    boot = by_id_cand[ib].mean(1) - by_id_ref[ia].mean(1)
     assert cand.comparison.difference_ci == pytest.approx(tuple(np.quantile(boot, [0.025, 0.975])), rel=1e-12)
     assert cand.p_value < 0.01
     # the p-value against the exact permutation distribution (all C(19, 7) splits)
@@ -80,7 +83,7 @@ def test_criticize_numbers(tutorial, tmp_path):
     expected = (1 + 999 * exact) / 1000  # E[(1 + #extreme) / (1 + n_permutations)]
     assert len(diffs) == math.comb(19, 7)
     assert abs(cand.p_value - expected) <= 4 * math.sqrt(exact * (1 - exact) / 999) + 1e-12
-    assert ref.latent_nll_ci == pytest.approx(stats.bootstrap_cis(t_ref, [stats.MEAN], n_resamples=400, seed=3)[0])
+    assert ref.latent_nll_ci == pytest.approx(stats.bootstrap_cis(by_id_ref, [stats.MEAN], n_resamples=400, seed=3)[0])
     # outlier p-values: empirical p of T/M against the reference set, by brute force, ties broken
     for d, t in zip(cand.documents, t_cand):
         assert d.outlier_p_value == pytest.approx(tie_broken_p(t_ref, [d.id for d in reference], t, d.id, seed=3))
@@ -111,6 +114,21 @@ def test_two_candidate_sets_compare_as_a_candidate_with_the_reference(tutorial):
     assert back.difference == pytest.approx(-mean.difference)
     with pytest.raises(KeyError, match="no set 'c'"):
         compare_sets(both, "a", "c")
+
+
+def test_the_same_documents_in_another_order_give_the_same_numbers(tutorial):
+    critic = tutorial.SectionCountCritic().fit(docs_with([3, 4, 5, 4, 4, 2, 6], "t"))
+    a, b = docs_with([3, 4, 5, 4, 4, 3, 5, 4, 2, 6, 4, 5], "a"), docs_with([8, 9, 1, 10, 4, 12, 7, 3, 2], "b")
+    settings = dict(n_bootstrap=300, n_permutations=499, seed=5)
+    one = criticize(critic, a, {"b": b}, **settings)
+    other = criticize(critic, a[::-1], {"b": b[3:] + b[:3]}, **settings)
+    for name in ("reference", "b"):
+        x, y = one.set(name), other.set(name)
+        assert (x.latent_nll, x.latent_nll_ci, x.latent_ppl, x.latent_ppl_ci) == \
+            (y.latent_nll, y.latent_nll_ci, y.latent_ppl, y.latent_ppl_ci)
+        assert ({d.id: d.outlier_p_value for d in x.documents} == {d.id: d.outlier_p_value for d in y.documents})
+    assert one.candidates["b"].comparison == other.candidates["b"].comparison
+    assert one.candidates["b"].ppl_comparison == other.candidates["b"].ppl_comparison
 
 
 def test_monte_carlo_fallback_is_stated_and_agrees_with_closed_form(tutorial, tmp_path):
