@@ -183,7 +183,7 @@ def cmd_score(args) -> int:
         raise ValueError("--shard writes a part for critic merge: give --out FILE")
     if (args.workers or args.scheduler) and not args.out:
         raise ValueError("--workers / --scheduler write chunks as they finish: give --out FILE")
-    read = ReadReport()
+    read = ReadReport(skipped_documents=[])  # each generation the reader skips gets a row
     docs = iter_documents(args.input, options_from_args(args), report=read)
     if args.out:
         with _dask_client(args) as client:
@@ -193,12 +193,14 @@ def cmd_score(args) -> int:
 
                 scorer = dask_scorer(client, args.critic_dir, critic, seed=args.seed)
             state = score_stream(critic, docs, args.out, source=args.input, seed=args.seed,
-                                 batches_per_chunk=args.chunk_batches, shard=shard, progress=True, scorer=scorer)
+                                 batches_per_chunk=args.chunk_batches, shard=shard, progress=True, scorer=scorer,
+                                 read_skips=read.skipped_documents)
         print(f"scored {len(state['chunks'])} of {state['chunks_total']} chunks ({state['read']} documents read) "
               f"into {args.out}" + (f" (shard {shard[0]}/{shard[1]}: critic merge puts the parts together)"
                                     if shard != (1, 1) else ""), file=sys.stderr)
     else:
-        for _, data in scored_chunks(critic, docs, seed=args.seed, batches_per_chunk=args.chunk_batches):
+        for _, data in scored_chunks(critic, docs, seed=args.seed, batches_per_chunk=args.chunk_batches,
+                                     read_skips=read.skipped_documents):
             sys.stdout.write(data.decode("utf-8"))
             sys.stdout.flush()
     if read.worth_saying():

@@ -103,11 +103,19 @@ class ReadReport:
     dropped_metadata: Counter[str] = field(default_factory=Counter)
     sectioned_by_headings: int = 0
     warnings: list[str] = field(default_factory=list)
+    skipped_documents: list[tuple[str, str]] | None = None
+    """When a list (a consumer asked for it): each generation skipped since the consumer last emptied it, as
+    ``(id, reason)`` -- the id it has, or the ``NAME:NUMBER`` it would have been given.  ``critic score`` lists
+    them as rows of its output; records that are no generation (a duplicate filter, a file that is not
+    ``.txt``) are counted only."""
 
-    def skip(self, reason: str, where: str) -> None:
-        """Count one record skipped for ``reason``, remembering where the first one was."""
+    def skip(self, reason: str, where: str, doc_id: str | None = None) -> None:
+        """Count one record skipped for ``reason``, remembering where the first one was; ``doc_id``: the id of
+        a skipped generation (listed in :attr:`skipped_documents` when that is a list)."""
         self.skipped[reason] += 1
         self.examples.setdefault(reason, where)
+        if doc_id is not None and self.skipped_documents is not None:
+            self.skipped_documents.append((doc_id, reason))
 
     def skips(self) -> str:
         """``"skipped N: REASON (first at WHERE), ..."``, or ``""`` when nothing was skipped."""
@@ -232,7 +240,7 @@ class _Builder:
         mode = _sections_mode(text, self.options.sections)
         sections = split_sections(text, mode) if text.strip() else []
         if not sections:
-            self.report.skip("empty text", where)
+            self.report.skip("empty text", where, f"{self.name}:{number}" if doc_id is None else doc_id)
             return None
         if doc_id is None:
             doc_id = f"{self.name}:{number}"

@@ -23,11 +23,14 @@ range, its SHA-256 and where the input stands.  A second run writing the same ou
 
 Rows are those of ``critic score``: ``{"id", "latent_nll", "latent_steps", "latent_nll_per_step",
 "unknown"[, "latent_nll_stderr", "estimator"]}`` for a scored document, ``{"id", "skipped"}`` for one that
-could not be (in the order :meth:`Critic.score` gives: scored first, then skipped, per chunk).
+could not be (in the order :meth:`Critic.score` gives: scored first, then skipped, per chunk), and for each
+generation the reader skipped (an empty text) where it was read, ``{"id", "skipped", "read": false}``, after
+its chunk's rows (``read_skips``: the reader's :attr:`~critic.inputs.ReadReport.skipped_documents`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -40,7 +43,7 @@ from .document import Document, DocumentError
 from .io import atomic_open, atomic_write_text, output_lock, sha256_bytes, sha256_file
 
 __all__ = ["CHUNK_DOCUMENTS", "Chunk", "Scorer", "chunk_batches", "plan_chunks", "score_chunk", "score_rows",
-           "scored_chunks", "score_stream", "merge_shards", "progress_path", "parse_shard"]
+           "scored_chunks", "score_stream", "skipped_rows", "merge_shards", "progress_path", "parse_shard"]
 
 CHUNK_DOCUMENTS = Critic.chunk_documents
 """About how many checked documents a chunk holds by default (the unit that is written, resumed and sharded):
@@ -81,49 +84,73 @@ def score_rows(scores: Scores) -> list[dict[str, Any]]:
     return rows + [{"id": doc_id, "skipped": reason} for doc_id, reason in scores.skipped.items()]
 
 
-def _chunks(critic: Critic, docs: Iterable[Document], kept_per_chunk: int
-            ) -> Iterator[tuple[int, list[Document], int]]:
-    """``(documents read so far, chunk, how many of it pass the check)``: consecutive documents, each chunk
-    closing when ``kept_per_chunk`` of them pass :meth:`Critic.check` (the last one may hold fewer)."""
+def skipped_rows(skipped: Sequence[tuple[str, str]]) -> bytes:
+    """The output rows of generations the reader skipped, ``(id, reason)`` each, as UTF-8 JSON lines."""
+    return "".join(json.dumps({"id": doc_id, "skipped": reason, "read": False}, ensure_ascii=False) + "\n"
+                   for doc_id, reason in skipped).encode("utf-8")
+
+
+def _chunks(critic: Critic, docs: Iterable[Document], kept_per_chunk: int,
+            read_skips: list[tuple[str, str]] | None = None
+            ) -> Iterator[tuple[int, list[Document], list[tuple[str, str]], int]]:
+    """``(records read so far, chunk, the generations the reader skipped in it, how many of it pass the check)``:
+    consecutive documents, each chunk closing when ``kept_per_chunk`` of them pass :meth:`Critic.check` (the
+    last one may hold fewer, or only skipped generations).  ``read_skips``: the reader's list of skipped
+    generations, emptied into the chunk being read."""
     chunk: list[Document] = []
+    skipped: list[tuple[str, str]] = []
     kept = read = 0
+
+    def take_skips() -> int:
+        taken = len(read_skips or ())
+        if taken:
+            skipped.extend(read_skips)
+            read_skips.clear()
+        return taken
+
     for doc in docs:
-        read += 1
+        read += take_skips() + 1
         chunk.append(doc)
         kept += critic.check(doc) is None
         if kept == kept_per_chunk:
-            yield read, chunk, kept
-            chunk, kept = [], 0
-    if chunk:
-        yield read, chunk, kept
+            yield read, chunk, skipped, kept
+            chunk, skipped, kept = [], [], 0
+    read += take_skips()
+    if chunk or skipped:
+        yield read, chunk, skipped, kept
 
 
 @dataclass
 class Chunk:
-    """One chunk of the input: its index, the documents read up to its end, its documents, the global index of
-    its first batch of checked documents (its Monte Carlo seed offset) and whether this run scores it
-    (``todo``: of this shard and not written yet)."""
+    """One chunk of the input: its index, the records read up to its end (documents and skipped generations), its
+    documents, the global index of its first batch of checked documents (its Monte Carlo seed offset), whether
+    this run scores it (``todo``: of this shard and not written yet) and the generations the reader skipped in
+    it (``(id, reason)``)."""
 
     index: int
     read: int
     docs: list[Document]
     first_batch: int
     todo: bool
+    read_skips: list[tuple[str, str]]
 
 
 def plan_chunks(critic: Critic, docs: Iterable[Document], *, batches_per_chunk: int | None = None,
-                shard: tuple[int, int] = (1, 1), done: int = 0) -> Iterator[Chunk]:
+                shard: tuple[int, int] = (1, 1), done: int = 0, read_skips: list[tuple[str, str]] | None = None
+                ) -> Iterator[Chunk]:
     """The chunks of ``docs`` (see the module docstring); a chunk is ``todo`` when it is of this ``shard`` and
-    ends after the first ``done`` documents (those are written already)."""
+    ends after the first ``done`` records (those are written already)."""
     batches = 0
     per_chunk = chunk_batches(critic, batches_per_chunk) * critic.batch_size
-    for index, (read, chunk, kept) in enumerate(_chunks(critic, docs, per_chunk)):
-        yield Chunk(index, read, chunk, batches, read > done and index % shard[1] == shard[0] - 1)
+    for index, (read, chunk, skipped, kept) in enumerate(_chunks(critic, docs, per_chunk, read_skips)):
+        yield Chunk(index, read, chunk, batches, read > done and index % shard[1] == shard[0] - 1, skipped)
         batches += -(-kept // critic.batch_size)
 
 
 def score_chunk(critic: Critic, docs: Sequence[Document], *, seed: int, first_batch: int) -> bytes:
-    """A chunk's output: its rows as UTF-8 JSON lines."""
+    """A chunk's output: its rows as UTF-8 JSON lines (none for no document)."""
+    if not docs:
+        return b""
     rows = score_rows(critic.score(docs, seed=seed, first_batch=first_batch))
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode("utf-8")
 
@@ -134,17 +161,19 @@ their output (``None`` for a chunk that is not ``todo``)."""
 
 
 def scored_chunks(critic: Critic, docs: Iterable[Document], *, seed: int = 0, batches_per_chunk: int | None = None,
-                  shard: tuple[int, int] = (1, 1), done: int = 0, scorer: Scorer | None = None
-                  ) -> Iterator[tuple[Chunk, bytes | None]]:
+                  shard: tuple[int, int] = (1, 1), done: int = 0, scorer: Scorer | None = None,
+                  read_skips: list[tuple[str, str]] | None = None) -> Iterator[tuple[Chunk, bytes | None]]:
     """Each chunk of ``docs`` in order with its output (``None`` when not ``todo``), scored here or by
-    ``scorer``.  The k-th batch of checked documents is seeded ``seed + k``, as in one :meth:`Critic.score`."""
-    plans = plan_chunks(critic, docs, batches_per_chunk=batches_per_chunk, shard=shard, done=done)
-    if scorer is not None:
-        yield from scorer(plans)
-        return
-    for chunk in plans:
-        yield chunk, (score_chunk(critic, chunk.docs, seed=seed, first_batch=chunk.first_batch) if chunk.todo
-                      else None)
+    ``scorer``, the rows of the generations the reader skipped in it after its own (``read_skips``: the
+    reader's list of them, see :func:`_chunks`).  The k-th batch of checked documents is seeded ``seed + k``,
+    as in one :meth:`Critic.score`."""
+    plans = plan_chunks(critic, docs, batches_per_chunk=batches_per_chunk, shard=shard, done=done,
+                        read_skips=read_skips)
+    scored = (scorer(plans) if scorer is not None else
+              ((chunk, score_chunk(critic, chunk.docs, seed=seed, first_batch=chunk.first_batch)
+                if chunk.todo else None) for chunk in plans))
+    for chunk, data in scored:
+        yield chunk, None if data is None else data + skipped_rows(chunk.read_skips)
 
 
 def _settings(critic: Critic, source: str | Path, seed: int, batches_per_chunk: int, shard: tuple[int, int]) -> dict:
@@ -200,19 +229,20 @@ def _resume(out: Path, settings: dict) -> dict:
 
 def score_stream(critic: Critic, docs: Iterable[Document], out: str | Path, *, source: str | Path, seed: int = 0,
                  batches_per_chunk: int | None = None, shard: tuple[int, int] = (1, 1), progress: bool = False,
-                 scorer: Scorer | None = None) -> dict:
+                 scorer: Scorer | None = None, read_skips: list[tuple[str, str]] | None = None) -> dict:
     """Score ``docs`` (read lazily from ``source``) into ``out`` chunk by chunk, here or with ``scorer`` (the
     same bytes either way); resumes an earlier run with the same settings (see the module docstring).
+    ``out`` is made when the first chunk is written (a read that fails before leaves no file).
     Returns the finished progress record."""
     out = Path(out)
     with output_lock(out):  # a second run writing the same output would append every chunk again
         return _score_stream(critic, docs, out, source=source, seed=seed, batches_per_chunk=batches_per_chunk,
-                             shard=shard, progress=progress, scorer=scorer)
+                             shard=shard, progress=progress, scorer=scorer, read_skips=read_skips)
 
 
 def _score_stream(critic: Critic, docs: Iterable[Document], out: Path, *, source: str | Path, seed: int,
-                  batches_per_chunk: int | None, shard: tuple[int, int], progress: bool, scorer: Scorer | None
-                  ) -> dict:
+                  batches_per_chunk: int | None, shard: tuple[int, int], progress: bool, scorer: Scorer | None,
+                  read_skips: list[tuple[str, str]] | None) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     batches_per_chunk = chunk_batches(critic, batches_per_chunk)
     settings = _settings(critic, source, seed, batches_per_chunk, shard)
@@ -225,12 +255,14 @@ def _score_stream(critic: Critic, docs: Iterable[Document], out: Path, *, source
 
         bar = tqdm(desc=f"{critic.name}: scoring", unit="doc", initial=state["read"])
     total = 0
-    with open(out, "ab") as fh:
+    with contextlib.ExitStack() as stack:
+        fh = None
         for chunk, data in scored_chunks(critic, docs, seed=seed, batches_per_chunk=batches_per_chunk,
-                                         shard=shard, done=state["read"], scorer=scorer):
+                                         shard=shard, done=state["read"], scorer=scorer, read_skips=read_skips):
             index, read, size = chunk.index, chunk.read, len(chunk.docs)
             total = index + 1
             if data is not None:
+                fh = fh or stack.enter_context(open(out, "ab"))
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -244,6 +276,7 @@ def _score_stream(critic: Critic, docs: Iterable[Document], out: Path, *, source
                 if bar is not None:
                     bar.update(size)
     state.update(complete=True, chunks_total=total)
+    out.touch()  # a shard with no chunk of its own is an empty part
     atomic_write_text(progress_path(out), json.dumps(state) + "\n")
     if bar is not None:
         bar.close()

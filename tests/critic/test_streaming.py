@@ -243,3 +243,70 @@ def test_resume_knows_the_input_by_its_content(critic, docs, tmp_path):
     assert source.stat().st_size == stat.st_size and source.stat().st_mtime_ns == stat.st_mtime_ns
     with pytest.raises(ValueError, match=r"s.jsonl: was started with other settings \(input_sha256 differ\)"):
         score_stream(critic, docs[0], out, source=source, seed=7, batches_per_chunk=2)
+
+
+def generations_with_empty_ones(path: Path) -> Path:
+    """17 text-JSONL generations of 1-6 Markdown sections; four are blank (two with ids, two without)."""
+    rows = []
+    for i in range(17):
+        text = "".join(f"# s{k}\nx\n" for k in range(1 + i % 6))
+        if i in (0, 5, 6, 16):
+            rows.append({"text": "  \n"} if i % 2 else {"id": f"g{i}", "text": ""})
+        else:
+            rows.append({"id": f"g{i}", "text": text})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_every_generation_the_reader_skips_has_a_row_where_it_was_read(critic, tmp_path):
+    """The issue's case: an empty generation was counted on stderr but had no row in critic score's output, so a
+    row-by-row join with the input lost it.  Each now has ``{"id", "skipped", "read": false}`` after its chunk's
+    rows (its id, or the NAME:LINE it would have had), the same bytes serial, resumed and sharded."""
+    from critic.inputs import InputOptions, ReadReport, iter_documents
+
+    source = generations_with_empty_ones(tmp_path / "gens.jsonl")
+
+    def scored(out, **kw):
+        read = ReadReport(skipped_documents=[])
+        score_stream(critic, iter_documents(source, InputOptions(format="text-jsonl"), report=read), out,
+                     source=source, seed=7, batches_per_chunk=1, read_skips=read.skipped_documents, **kw)
+        return read
+
+    read = scored(tmp_path / "serial.jsonl")
+    rows = [json.loads(line) for line in (tmp_path / "serial.jsonl").read_text().splitlines()]
+    assert read.skipped == {"empty text": 4}
+    skips = [(r["id"], r["skipped"]) for r in rows if r.get("read") is False]
+    assert skips == [("g0", "empty text"), ("gens:6", "empty text"), ("g6", "empty text"), ("g16", "empty text")]
+    order = [r["id"] for r in rows]  # 3 documents a chunk (batch_size 3): g0 in the first, g16 in the last
+    assert order.index("g0") == 3 and order.index("gens:6") == order.index("g6") - 1 and order[-1] == "g16"
+    assert len(rows) == 17 and sorted(r["id"] for r in rows if "latent_nll" in r) == sorted(
+        f"g{i}" for i in range(17) if i not in (0, 5, 6, 16))
+    for i in (1, 2):
+        scored(tmp_path / f"p{i}.jsonl", shard=(i, 2))
+    merge_shards([tmp_path / "p1.jsonl", tmp_path / "p2.jsonl"], tmp_path / "merged.jsonl")
+    assert (tmp_path / "merged.jsonl").read_bytes() == (tmp_path / "serial.jsonl").read_bytes()
+
+
+def test_the_command_lists_skipped_generations_and_a_failed_read_leaves_no_file(tmp_path, capsys,
+                                                                               fixture_manpage_root):
+    data = tmp_path / "data"
+    assert main(["data", "build", "manpages", "--root", str(fixture_manpage_root), "--no-install", "--out",
+                 str(data)]) == 0
+    assert main(["fit", "sections", "--train", str(data / "train.jsonl"), "--out", str(tmp_path / "m"),
+                 "--params", '{"delta": 0.1}']) == 0
+    source = generations_with_empty_ones(tmp_path / "gens.jsonl")
+    args = ["score", str(tmp_path / "m"), "--input", str(source)]
+    capsys.readouterr()
+    assert main(args) == 0
+    printed = capsys.readouterr()
+    assert "skipped 4: empty text" in printed.err
+    assert [json.loads(line)["id"] for line in printed.out.splitlines() if '"read": false' in line] == [
+        "g0", "gens:6", "g6", "g16"]
+    assert main(args + ["--out", str(tmp_path / "s.jsonl")]) == 0
+    assert (tmp_path / "s.jsonl").read_text() == printed.out
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "text": "# x\\ny"\n')  # torn first record
+    capsys.readouterr()
+    assert main(["score", str(tmp_path / "m"), "--input", str(bad), "--out", str(tmp_path / "t.jsonl")]) == 2
+    assert f"{bad}:1" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("t.", ".t."))) == []
