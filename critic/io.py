@@ -236,7 +236,8 @@ def _read_marker(path: Path) -> dict | None:
     return marker if ok else None
 
 
-OUTPUT_KINDS = {"critic": "a saved critic", "report": "a report directory", "run": "a run folder"}
+OUTPUT_KINDS = {"critic": "a saved critic", "report": "a report directory", "run": "a run folder",
+                "lm-run": "an LM run folder"}
 """The kinds of folder this tool writes (as a whole: :func:`atomic_directory`; over time: :func:`claim_folder`),
 and how messages name them."""
 

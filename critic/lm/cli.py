@@ -61,7 +61,11 @@ def cmd_finetune(args) -> int:
                          "heads split the model width evenly")
     tokens = {"section_marker": args.section_marker, "end_of_document": args.end_of_document,
               "start_of_document": args.start_of_document}
-    fmt = DocumentFormat.named(args.format, **{k: v for k, v in tokens.items() if v})
+    try:
+        fmt = DocumentFormat.named(args.format, **{k: v for k, v in tokens.items() if v is not None})
+    except ValueError as exc:  # name the option, not the field: "--end-of-document ''" is refused, not replaced
+        field = str(exc).split(" ", 1)[0]
+        raise ValueError(f"--{field.replace('_', '-') if field in tokens else 'format'}: {exc}") from None
     train, valid = read_with_args(args, args.train)[0], read_with_args(args, args.valid)[0]
     config = FinetuneConfig(batch_size=args.batch_size, learning_rate=args.lr, epochs=args.epochs,
                             max_tokens=args.max_tokens, context=args.context, eval_every=args.eval_every,
@@ -83,7 +87,7 @@ def cmd_finetune(args) -> int:
 
 
 def cmd_sample(args) -> int:
-    from .sample import sample
+    from .sample import DOCUMENTS_FILE, sample
 
     with output_lock(args.out):  # two samplers into one folder would append each batch twice
         report = sample(args.model, args.out, n=args.n, batch_size=args.batch_size,
@@ -91,7 +95,8 @@ def cmd_sample(args) -> int:
                         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                         mask_special_tokens=args.mask_special_tokens, progress=not args.quiet)
     print(json.dumps(report.counts()))
-    print(f"wrote {args.out / 'documents.jsonl'} ({report.parsed} of {report.requested} generations parsed)")
+    done = "finished before: nothing to do for" if report.complete_before else "wrote"
+    print(f"{done} {args.out / DOCUMENTS_FILE} ({report.parsed} of {report.requested} generations parsed)")
     return 0
 
 

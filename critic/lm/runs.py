@@ -1,10 +1,11 @@
 """Output folders that resume: a run claims its folder with its settings, and a rerun must match them.
 
-``settings.json`` is written (atomically) when a run starts.  A rerun into the same folder with the
-same settings continues the run; with other settings it is refused, naming what differs, so that
-the outputs of two different runs never mix.  A non-empty folder without ``settings.json`` is not
-ours and is never written into.  :func:`derived_seed` gives the independent seeds a run draws from
-its one seed (per batch, per epoch).
+The folder is claimed as an LM run folder by the tool's one rule (:func:`critic.io.claim_folder`: absent, empty,
+marked as one, or holding the ``settings.json`` of a run from before folders were marked; anything else is
+refused, naming what is in it, before anything is written).  ``settings.json`` is written (atomically) when a
+run starts.  A rerun into the same folder with the same settings continues the run; with other settings it is
+refused, naming what differs, so that the outputs of two different runs never mix.  :func:`derived_seed` gives
+the independent seeds a run draws from its one seed (per batch, per epoch).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..io import atomic_write_text
+from ..io import OUTPUT_MARKER, atomic_write_text, claim_folder, is_temporary
 
 __all__ = ["SETTINGS_FILE", "claim_out_dir", "derived_seed", "read_json_object"]
 
@@ -38,30 +39,22 @@ def read_json_object(path: str | Path) -> dict[str, Any]:
 
 
 def claim_out_dir(out_dir: str | Path, settings: dict[str, Any], *, what: str) -> Path:
-    """Create ``out_dir`` for a ``what`` run with ``settings``, or check that it already holds one
-    with the same settings.  Raises ``ValueError`` naming the folder (and the differing keys)."""
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ValueError(f"{out_dir}: exists and is not a folder")
+    """Claim ``out_dir`` (:func:`critic.io.claim_folder`, kind ``lm-run``) for a ``what`` run with ``settings``,
+    or check that it already holds one with the same settings.  Raises ``ValueError`` naming the folder (and
+    what is in it, or the differing keys)."""
+    out_dir = claim_folder(out_dir, "lm-run", legacy=lambda folder: (folder / SETTINGS_FILE).is_file())
     settings = _canonical(settings)
     path = out_dir / SETTINGS_FILE
-    if path.is_file():
-        saved = read_json_object(path)
-        outputs = [p for p in out_dir.iterdir()
-                   if p.name != SETTINGS_FILE and not (p.name.startswith(".") and p.name.endswith((".tmp", ".old")))]
-        if saved != settings and not outputs:  # a run that stopped before writing anything: start afresh
-            atomic_write_text(path, json.dumps(settings, indent=1, sort_keys=True) + "\n")
-        elif saved != settings:
-            diffs = [f"{key}: {json.dumps(saved.get(key))[:80]} there, {json.dumps(settings.get(key))[:80]} now"
-                     for key in sorted(set(saved) | set(settings)) if saved.get(key) != settings.get(key)]
-            raise ValueError(f"{out_dir}: holds a {what} run with other settings ({'; '.join(diffs)}); "
-                             "use another output folder, or remove this one to start again")
+    saved = read_json_object(path) if path.is_file() else None
+    if saved == settings:
         return out_dir
-    if out_dir.is_dir() and any(out_dir.iterdir()):
-        raise ValueError(f"{out_dir}: exists, is not empty and holds no {what} run (no {SETTINGS_FILE}); "
-                         "refusing to write into it")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(settings, indent=1, sort_keys=True) + "\n")
+    outputs = [p for p in out_dir.iterdir() if p.name not in (SETTINGS_FILE, OUTPUT_MARKER) and not is_temporary(p.name)]
+    if saved is not None and outputs:
+        diffs = [f"{key}: {json.dumps(saved.get(key))[:80]} there, {json.dumps(settings.get(key))[:80]} now"
+                 for key in sorted(set(saved) | set(settings)) if saved.get(key) != settings.get(key)]
+        raise ValueError(f"{out_dir}: holds a {what} run with other settings ({'; '.join(diffs)}); "
+                         "use another output folder, or remove this one to start again")
+    atomic_write_text(path, json.dumps(settings, indent=1, sort_keys=True) + "\n")  # new, or nothing written yet
     return out_dir
 
 

@@ -79,6 +79,8 @@ class SampleReport:
     seconds: float = 0.0
     torn_lines: int = 0
     resume_mismatches: int = 0
+    complete_before: bool = False
+    """The run had finished before this call, which wrote nothing."""
 
     @property
     def tokens_per_second(self) -> float:
@@ -142,8 +144,8 @@ def sample(model_dir: str | Path, out_dir: str | Path, *, n: int, batch_size: in
                 "seed": seed, "device": str(dev), "temperature": temperature, "top_k": top_k, "top_p": top_p,
                 "mask_special_tokens": mask_special_tokens, "context": training.get("context")}
     claim_out_dir(out_dir, settings, what="sampling")
-    if (out_dir / REPORT_FILE).is_file():
-        return _report_from_file(out_dir)
+    if (out_dir / REPORT_FILE).is_file() and (out_dir / DOCUMENTS_FILE).is_file():
+        return _report_from_file(out_dir)  # finished before; a removed documents.jsonl is made again below
 
     log, torn = read_log(out_dir / LOG_FILE, n=n)
     if torn:
@@ -248,7 +250,7 @@ def _report_from_file(out_dir: Path) -> SampleReport:
     try:
         return SampleReport(out_dir=out_dir, requested=counts["requested"], written=counts["written"], new=0,
                             parsed=counts["parsed"], failures=Counter(counts["failures"]),
-                            finished=counts["finished"], total_tokens=counts["total_tokens"])
+                            finished=counts["finished"], total_tokens=counts["total_tokens"], complete_before=True)
     except (KeyError, TypeError):
         raise ValueError(f"{out_dir / REPORT_FILE}: not a sampling report (no counts)") from None
 

@@ -154,7 +154,8 @@ def test_other_settings_or_foreign_folders_are_refused(tiny_pair, manpage_docs, 
         finetune(tiny_pair(), None, train, valid, DocumentFormat(False), tmp_path / "run", config, progress=False)
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "notes.txt").write_text("mine")
-    with pytest.raises(ValueError, match="foreign: exists, is not empty"):
+    with pytest.raises(ValueError, match="foreign: exists and is not an LM run folder; refusing to write into it: "
+                                         "it holds notes.txt"):
         finetune(tiny_pair(), None, train, valid, FMT, tmp_path / "foreign", config, progress=False)
     with pytest.raises(ValueError, match="exceeds the model's window"):
         finetune(tiny_pair(n_positions=16), None, train, valid, FMT, tmp_path / "wide", config, progress=False)

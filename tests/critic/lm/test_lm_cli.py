@@ -41,6 +41,14 @@ def test_finetune_sample_ppl_end_to_end(splits, capsys):
     assert counts["requested"] == counts["written"] == 3
     assert counts["parsed"] + sum(counts["failures"].values()) == 3
     assert (t / "samples" / "documents.jsonl").is_file()
+    written = (t / "samples" / "documents.jsonl").read_bytes()
+    sample = ["lm", "sample", "--model", str(t / "run" / "best"), "--n", "3", "--batch-size", "2",
+              "--max-new-tokens", "12", "--out", str(t / "samples"), "--quiet"]
+    assert main(sample) == 0  # finished: says so, writes nothing
+    assert "finished before: nothing to do for" in capsys.readouterr().out.splitlines()[1]
+    (t / "samples" / "documents.jsonl").unlink()  # removed: made again from the log, and said so
+    assert main(sample) == 0 and capsys.readouterr().out.splitlines()[1].startswith("wrote ")
+    assert (t / "samples" / "documents.jsonl").read_bytes() == written
 
     assert main(["lm", "ppl", "--model", str(t / "run" / "best"), "--docs", str(t / "valid.jsonl"), "--json",
                  "--quiet"]) == 0
@@ -77,6 +85,9 @@ def test_finetune_sample_ppl_end_to_end(splits, capsys):
     (["lm", "finetune", *TINY, "--train", "{t}/train.jsonl", "--valid", "{t}/valid.jsonl", "--format",
       "with-titles", "--section-marker", " <x>", "--out", "{t}/run"],
      "section_marker must be a non-empty string without surrounding spaces"),
+    (["lm", "finetune", *TINY, "--train", "{t}/train.jsonl", "--valid", "{t}/valid.jsonl", "--format",
+      "with-titles", "--end-of-document", "", "--out", "{t}/run"],
+     "--end-of-document: end_of_document must be a non-empty string"),  # was silently the default
     (["lm", "sample", "--model", "{t}", "--n", "2", "--out", "{t}/s"], "no format.json"),
     (["lm", "sample", "--model", "{t}/nowhere", "--n", "2", "--out", "{t}/s"], "nowhere: no such model folder"),
     (["lm", "sample", "--model", "{t}", "--n", "2", "--out", "{t}/s", "--top-p", "2"], "top_p must be in (0, 1]"),
