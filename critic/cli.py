@@ -682,11 +682,15 @@ def _ahead(argv: Sequence[str]) -> tuple[list[str], str | None]:
 
 
 def _message(exc: BaseException) -> str:
-    if isinstance(exc, KeyError) and exc.args:
-        return str(exc.args[0])
+    """What an error says on stderr: its message, or, where that is a bare word (a ``KeyError``'s key, an
+    empty message), what kind of error it is and where to look, so no error reads ``critic: error: error``."""
     if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
         return f"{exc.filename2 or exc.filename}: {exc.strerror}"  # a rename names its target second
-    return str(exc) or type(exc).__name__
+    text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    if " " in text.strip():
+        return text
+    what = f"no {text!r} where one was expected" if isinstance(exc, KeyError) else repr(text) if text else "no message"
+    return f"{type(exc).__name__}: {what} (rerun with --debug to see where)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -233,10 +233,10 @@ class _Builder:
         self.n_made = 0
         self.n_unsplit_headings = 0  # documents with Markdown headings read as one section (--sections none)
 
-    def document(self, where: str, number: int, text: str, doc_id: str | None = None,
+    def document(self, where: str, number: int | str, text: str, doc_id: str | None = None,
                  metadata: dict[str, Any] | None = None) -> Document | None:
-        """The document of one generation found at ``where`` (``number``: its line or row), or
-        ``None`` when it is skipped; ``doc_id`` ``None`` makes the id ``NAME:NUMBER``."""
+        """The document of one generation found at ``where`` (``number``: its line or row, as the format's
+        ``unit`` says), or ``None`` when it is skipped; ``doc_id`` ``None`` makes the id ``NAME:NUMBER``."""
         mode = _sections_mode(text, self.options.sections)
         sections = split_sections(text, mode) if text.strip() else []
         if not sections:
@@ -565,11 +565,13 @@ class TextFormat(InputFormat):
 
     Blank text before the first or after the last separator is no generation (a file may start or
     end with one); a blank piece in between is an empty generation, skipped and counted.  A made-up
-    id is ``NAME:LINE`` with the line where the generation starts.
+    id is ``NAME:LINE`` with the line where the generation starts; the second, third ... generation starting
+    on one line (a separator within a line) is ``NAME:LINE.2``, ``NAME:LINE.3`` ...
     """
 
     name = "text"
     help = "a text file holding several generations separated by --separator"
+    unit = "LINE[.K]"
 
     def documents(self, path, options, build):
         if options.separator is None:
@@ -577,11 +579,14 @@ class TextFormat(InputFormat):
                                 "(--separator STRING); for one generation per line use --format lines")
         pieces = _decode(read_input(path), path).split(options.separator)
         line, last = 1, len(pieces) - 1
+        on_line: Counter[int] = Counter()  # generations seen starting on each line
         for k, piece in enumerate(pieces):
             generation = piece.strip()
             start = line + piece[:len(piece) - len(piece.lstrip())].count("\n") if generation else line
             if generation or 0 < k < last:
-                doc = build.document(f"{path}:{start}", start, generation)
+                on_line[start] += 1
+                number = start if on_line[start] == 1 else f"{start}.{on_line[start]}"
+                doc = build.document(f"{path}:{start}", number, generation)
                 if doc is not None:
                     yield doc
             line += piece.count("\n") + options.separator.count("\n")

@@ -417,3 +417,22 @@ def test_the_fdr_option_says_the_panel_s_default(capsys):
 
     assert main(["report", "--help"]) == 0
     assert f"(default {FLAG_FDR}: critic.conformal.FLAG_FDR)" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("error, said", [
+    (KeyError("error"), "critic: error: KeyError: no 'error' where one was expected (rerun with --debug to see "
+                        "where)\n"),
+    (ValueError(""), "critic: error: ValueError: no message (rerun with --debug to see where)\n"),
+    (RuntimeError("error"), "critic: error: RuntimeError: 'error' (rerun with --debug to see where)\n"),
+    (KeyError("no set 'c' in the result"), "critic: error: no set 'c' in the result\n"),
+])
+def test_an_error_of_one_word_says_what_kind_it_is(error, said, monkeypatch, capsys):
+    """The issue's case: an error whose whole message was ``error`` (a KeyError's key)."""
+    import critic.cli as cli
+
+    def fail(args):
+        raise error
+
+    monkeypatch.setattr(cli, "cmd_list", fail)
+    assert main(["list"]) == 2
+    assert capsys.readouterr().err == said

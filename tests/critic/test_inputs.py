@@ -544,6 +544,18 @@ def test_text_with_separator(tmp_path):
     assert read_documents(path, InputOptions(separator="no such separator"))[0].id == "gens:1"
 
 
+def test_generations_sharing_a_line_get_ids_of_their_own(tmp_path):
+    """The issue's case: ``a<s>b`` made two ids gens:1 and stopped as a duplicate id; the second generation
+    starting on a line is now gens:1.2 (a generation on a line of its own keeps NAME:LINE)."""
+    path = tmp_path / "gens.txt"
+    path.write_text("a<s>b<s>c\nd<s>\ne\n")
+    report = ReadReport()
+    docs = read_documents(path, InputOptions(separator="<s>"), report=report)
+    assert [d.id for d in docs] == ["gens:1", "gens:1.2", "gens:1.3", "gens:3"]
+    assert [d.sections[0].text for d in docs] == ["a", "b", "c\nd", "e"]
+    assert report.summary() == f"{path}: 4 documents (text); 4 ids made as gens:LINE[.K]"
+
+
 def test_text_needs_a_separator(tmp_path):
     path = tmp_path / "gens.txt"
     path.write_text("a\nb\n")
