@@ -220,11 +220,13 @@ def _dask_client(args):
         raise ValueError("--workers / --scheduler need Dask distributed: pip install 'critic[dask]'") from None
     if args.workers and args.scheduler:
         raise ValueError("give --workers N (an embedded cluster) or --scheduler ADDRESS (an existing one), not both")
+    from .distributed import SCHEDULER_SECONDS, check_scheduler, check_workers, local_cluster
+
     if args.scheduler:
-        with Client(args.scheduler, timeout="30s") as client:
+        check_scheduler(args.scheduler)
+        with Client(args.scheduler, timeout=f"{SCHEDULER_SECONDS:g}s") as client:
             yield client
         return
-    from .distributed import check_workers, local_cluster
 
     check_workers(args.workers)
     with local_cluster(args.workers) as cluster, Client(cluster) as client:

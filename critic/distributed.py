@@ -27,7 +27,7 @@ from .document import Document
 from .resources import require_memory
 from .streaming import Chunk, Scorer, score_chunk
 
-__all__ = ["dask_scorer", "local_cluster", "check_workers", "RETRIES", "WORKER_BYTES", "WORKER_FILES",
+__all__ = ["dask_scorer", "local_cluster", "check_workers", "check_scheduler", "SCHEDULER_SECONDS", "RETRIES", "WORKER_BYTES", "WORKER_FILES",
            "WORKERS_PER_CORE"]
 
 RETRIES = 3
@@ -118,6 +118,45 @@ def check_workers(workers: int) -> None:
                          "more, give --scheduler ADDRESS of a cluster")
     require_memory(workers * WORKER_BYTES, f"--workers {workers} (about {WORKER_BYTES >> 20} MB a worker process)",
                    "--workers")
+
+
+SCHEDULER_SECONDS = 30.0
+"""How long ``--scheduler ADDRESS`` may take to connect and say what it is."""
+
+
+def check_scheduler(address: str, timeout: float = SCHEDULER_SECONDS) -> None:
+    """Ask ``address`` what it is (Dask's ``identity`` call) within ``timeout`` seconds in all, before a client is
+    made: ``ValueError`` naming ``--scheduler`` when nothing listens there, when something accepts and never
+    answers (the client's own timeout does not bound its handshake), and when what answers is no Dask scheduler
+    (an HTTP server's reply read as a Dask frame asks for exabytes)."""
+    import asyncio
+
+    from distributed.comm import connect
+
+    async def identity() -> object:
+        comm = await connect(address, timeout=timeout)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    where = f"--scheduler {address}"
+    try:
+        reply = asyncio.run(asyncio.wait_for(identity(), timeout))
+    except (asyncio.TimeoutError, TimeoutError):
+        raise ValueError(f"{where}: no answer within {timeout:g} s (something accepts connections there but does "
+                         "not speak Dask's protocol, or the scheduler is stuck)") from None
+    except OSError as exc:
+        raise ValueError(f"{where}: cannot connect ({exc})") from None
+    except ValueError as exc:
+        raise ValueError(f"{where}: not a scheduler address ({exc}); expected tcp://HOST:PORT") from None
+    except Exception as exc:  # noqa: BLE001 -- whatever a non-Dask server's bytes make of the protocol
+        raise ValueError(f"{where}: what answers there is not a Dask scheduler ({type(exc).__name__} reading its "
+                         "reply)") from None
+    kind = reply.get("type") if isinstance(reply, dict) else None
+    if kind != "Scheduler":
+        raise ValueError(f"{where}: what answers there is not a Dask scheduler (it says it is {kind!r})")
 
 
 def local_cluster(workers: int):

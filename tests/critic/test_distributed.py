@@ -196,3 +196,63 @@ def test_more_workers_than_the_machine_holds_stop_before_any_process_starts(job,
     with pytest.raises(ValueError, match="at most 4 worker processes"):
         distributed.check_workers(5)
     distributed.check_workers(4)
+
+
+@pytest.fixture
+def fake_server():
+    """A loopback TCP server that either never answers (``"silent"``) or answers anything with an HTTP error
+    (``"http"``); yields a function from the mode to its address."""
+    import socket
+    import threading
+
+    servers = []
+
+    def start(mode: str) -> str:
+        server = socket.create_server(("127.0.0.1", 0))
+        servers.append(server)
+
+        def serve():
+            held = []
+            while True:
+                try:
+                    conn, _ = server.accept()
+                except OSError:
+                    return
+                held.append(conn)  # kept open: a silent server never closes either
+                if mode == "http":
+                    conn.recv(65536)
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+        threading.Thread(target=serve, daemon=True).start()
+        return f"tcp://127.0.0.1:{server.getsockname()[1]}"
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def test_a_scheduler_address_is_checked_before_a_client_is_made(cluster, job, fake_server, tmp_path, capsys):
+    """The issue's cases: a server that accepts and never answers hung past the client's timeout; one that
+    answers HTTP ended in a traceback after asking for 3 EiB.  Both, and a closed port, are named errors before
+    anything is written; a real scheduler scores the serial bytes."""
+    import socket
+
+    from critic.distributed import check_scheduler
+
+    tmp, _, _, path, serial = job
+    args = ["score", str(tmp / "critic"), "--input", str(path), "--out", str(tmp_path / "s.jsonl")]
+    assert main([*args, "--scheduler", cluster.scheduler.address]) == 0
+    assert (tmp_path / "s.jsonl").read_bytes() == serial
+    http = fake_server("http")
+    capsys.readouterr()
+    assert main([*args[:-1], str(tmp_path / "h.jsonl"), "--scheduler", http]) == 2
+    err = capsys.readouterr().err
+    assert f"critic: error: --scheduler {http}: what answers there is not a Dask scheduler" in err
+    assert "Traceback" not in err and not (tmp_path / "h.jsonl").exists()
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]
+    with pytest.raises(ValueError, match=rf"--scheduler tcp://127.0.0.1:{port}: cannot connect"):
+        check_scheduler(f"tcp://127.0.0.1:{port}", timeout=5)
+    silent = fake_server("silent")
+    with pytest.raises(ValueError, match=rf"--scheduler {silent}: no answer within 1 s"):
+        check_scheduler(silent, timeout=1)
