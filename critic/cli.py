@@ -36,6 +36,7 @@ from .cli_args import (called_options, common_options, flag_rule, fold_count, na
                        positive_int, resampling_options, signature_options)
 from .config import (ConfigError, check_config, check_params, describe_settings, line_of, read_toml, seeded_params,
                      suggest)
+from .helptext import plain_help
 from .io import atomic_write_text, check_replaceable, claim_folder, output_lock
 from .stages import is_run_folder
 
@@ -77,10 +78,10 @@ class _Parser(argparse.ArgumentParser):
         super().error(message)
 
 
-def _input_options(p: argparse.ArgumentParser) -> None:
+def _input_options(p: argparse.ArgumentParser, *, reference: bool = False) -> None:
     from .inputs import add_arguments
 
-    add_arguments(p)
+    add_arguments(p, reference=reference)
 
 
 def _read(args, path: Path, name: str | None = None, *, detect: bool = False) -> tuple[list, dict]:
@@ -93,7 +94,7 @@ def _read(args, path: Path, name: str | None = None, *, detect: bool = False) ->
 def cmd_list(args) -> int:
     print("Critics (critic fit NAME --help for settings):")
     for name, cls in registry.list_critics().items():
-        doc = (cls.__doc__ or "").strip().splitlines()
+        doc = plain_help(cls.__doc__ or "").strip().splitlines()
         print(f"  {name:<18} {doc[0] if doc else ''}")
         print(f"  {'':<18}   needs: {cls.needs}")
     for title, entries in (("Metrics (critic metric NAME --help for options)", registry.list_metrics()),
@@ -474,7 +475,7 @@ def cmd_setup(args) -> int:
 # ------------------------------------------------------------------ parsers, one filler per command
 def _function_command(sub, name: str, fn: Callable, help: str, func: Callable, *, skip: int = 0):
     """``critic ... NAME``: a sub-command whose options are ``fn``'s parameters after the first ``skip``."""
-    doc = inspect.getdoc(fn) or ""
+    doc = plain_help(inspect.getdoc(fn) or "")
     p = sub.add_parser(name, help=help, formatter_class=argparse.RawDescriptionHelpFormatter,
                        description=doc if doc.startswith(help) else "\n\n".join(t for t in (help, doc) if t))
     p.set_defaults(func=func, call=fn, unreadable=signature_options(p, fn, skip=skip))
@@ -488,7 +489,7 @@ def _add_list(p: argparse.ArgumentParser) -> None:
 def _add_fit(p: argparse.ArgumentParser) -> None:
     fit_sub = p.add_subparsers(dest="critic", required=True, metavar="CRITIC")
     for name, cls in registry.list_critics().items():
-        doc = (cls.__doc__ or "").strip()
+        doc = plain_help(inspect.cleandoc(cls.__doc__ or ""))
         f = fit_sub.add_parser(name, help=doc.splitlines()[0] if doc else None,
                                formatter_class=argparse.RawDescriptionHelpFormatter,
                                description=f"{doc}\n\nNeeds: {cls.needs}",
@@ -544,7 +545,7 @@ def _add_compare(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=positive_int, default=10, help="outliers listed per set (default 10)")
     resampling_options(p)
     common_options(p)
-    _input_options(p)
+    _input_options(p, reference=True)
     p.set_defaults(func=cmd_compare)
 
 
@@ -565,7 +566,7 @@ def _add_report(p: argparse.ArgumentParser) -> None:
                    help="MAUVE of each candidate against the reference (offline MiniLM features; sets of at least "
                         "50 documents)")
     common_options(p)
-    _input_options(p)
+    _input_options(p, reference=True)
     p.set_defaults(func=cmd_report)
 
 
@@ -577,7 +578,7 @@ def _add_outliers(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-bootstrap", type=positive_int, default=200, help="bootstrap resamples of the CIs (default 200)")
     outlier_options(p)
     common_options(p)
-    _input_options(p)
+    _input_options(p, reference=True)
     p.set_defaults(func=cmd_outliers)
 
 

@@ -690,12 +690,14 @@ def read_documents(path: str | Path, options: InputOptions = InputOptions(), *, 
 
 
 # ------------------------------------------------------------------ the command line
-def add_arguments(parser, *, format_option: str = "--format") -> None:
+def add_arguments(parser, *, format_option: str = "--format", reference: bool = False) -> None:
     """The reader's options on a command that reads documents (``format_option``: the format flag's name,
-    for a command whose ``--format`` means something else, such as ``critic lm finetune``'s)."""
+    for a command whose ``--format`` means something else, such as ``critic lm finetune``'s; ``reference``:
+    the command reads a ``--reference`` file, whose format is always detected)."""
     g = parser.add_argument_group("input files", "how document files are read (every file this command reads)")
     g.add_argument(format_option, dest="input_format", default="auto", choices=["auto", *FORMATS],
-                   help="input format (default: detected from each file); a --reference file's is always detected")
+                   help="input format (default: detected from each file)"
+                        + ("; a --reference file's is always detected" if reference else ""))
     g.add_argument("--text-field", default="text", help="free-text JSONL / Parquet / datasets: the text field")
     g.add_argument("--id-field", default="id", help="free-text formats: the id field (absent: ids are NAME:LINE)")
     g.add_argument("--sections", default="auto", metavar="auto|none|markdown|separator:STRING",
