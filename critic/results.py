@@ -36,14 +36,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from .labels import (COMBINED_NOTE, HEADLINES, HIGHER_IS_BETTER, OUTLIER_SCORE_NOTES, SIZE_MODEL_NOTES, STATISTICS,
                      TWO_SIDED_NOTE)
 from .terminal import printable
 
 __all__ = ["SCHEMA_VERSION", "HIGHER_IS_BETTER", "STATISTICS", "HEADLINES", "DocumentResult", "Comparison",
-           "SetResult", "CriticismResult", "json_ready", "markdown_table", "markdown_cell", "outliers_table"]
+           "SetResult", "CriticismResult", "Outliers", "json_ready", "markdown_table", "markdown_cell", "outliers_table"]
 
 
 def _number(value: Any) -> float:
@@ -258,11 +258,12 @@ class CriticismResult:
     def sets(self) -> list[SetResult]:
         return [self.reference, *self.candidates.values()]
 
-    def outliers(self, name: str | None = None, top: int = 10) -> list[tuple[str, DocumentResult]]:
-        """The ``top`` documents with the smallest outlier p-value (ties: larger T/M first)."""
+    def outliers(self, name: str | None = None, top: int = 10) -> Outliers:
+        """The ``top`` documents with the smallest outlier p-value (ties: larger T/M first), as ``(set name,
+        DocumentResult)`` pairs that print as a table (:func:`outliers_table`)."""
         pool = [(s.name, d) for s in self.sets if name is None or s.name == name for d in s.documents]
         pool.sort(key=lambda item: (item[1].outlier_p_value, -item[1].latent_nll_per_step))
-        return pool[:top]
+        return Outliers(pool[:top], note=self.outlier_note)
 
     def to_dict(self) -> dict:
         """The ``results.json`` payload (NaN and infinities already replaced, see :func:`json_ready`)."""
@@ -393,13 +394,30 @@ def markdown_cell(text: str) -> str:
     return " ".join(printable(text).split()).replace("|", "\\|")
 
 
+class Outliers(list):
+    """The least likely documents of a result, ``(set name, DocumentResult)`` pairs in rank order
+    (:meth:`CriticismResult.outliers`): a list that prints as the Markdown table of :func:`outliers_table`."""
+
+    def __init__(self, pairs: Sequence[tuple[str, DocumentResult]] = (), *, note: str = "") -> None:
+        super().__init__(pairs)
+        self.note = note
+
+    def __str__(self) -> str:
+        return _outliers_markdown(self, self.note)
+
+    __repr__ = __str__
+
+
 def outliers_table(result: CriticismResult, top: int = 10, name: str | None = None) -> str:
     """Markdown table of the ``top`` least likely documents (smallest outlier p-value first) with their q-values
     within their sets, and what the p-value is; a "why" column with each document's reasons
     (:attr:`DocumentResult.reasons`) when any has them."""
-    listed = result.outliers(name=name, top=top)
+    return str(result.outliers(name=name, top=top))
+
+
+def _outliers_markdown(listed: Sequence[tuple[str, DocumentResult]], note: str) -> str:
     why = any(d.reasons for _, d in listed)
-    lines = [f"Outlier p: {result.outlier_note}.", "",
+    lines = [f"Outlier p: {note}.", "",
              "| rank | set | document | T(x) | M(x) | T/M | outlier p ↓ | q |" + (" why |" if why else ""),
              "|---:|---|---|---:|---:|---:|---:|---:|" + ("---|" if why else "")]
     for rank, (set_name, d) in enumerate(listed, start=1):

@@ -89,6 +89,8 @@ def test_criticize_numbers(tutorial, tmp_path):
         assert d.outlier_p_value == pytest.approx(tie_broken_p(t_ref, [d.id for d in reference], t, d.id, seed=3))
     top = result.outliers(top=3)
     assert [d.id for _, d in top] == ["c5", "c3", "c1"]  # 12, 10 and 9 sections are the least likely
+    assert repr(top) == str(top) == outliers_table(result, top=3)  # prints as the table, not a list of tuples
+    assert str(top).splitlines()[4].startswith("| 1 | lm | c5 |")
 
     paths = write_report(result, tmp_path / "out", top=3)
     text = paths["report"].read_text()
