@@ -218,7 +218,7 @@ def write_panel_report(panel: PanelResult, out_dir: str | Path, *, extra: dict |
         flags = panel.flagged()
         lines = ["# Criticism report", ""]
         for label, result in panel.results.items():
-            lines += [f"## {label}", "", markdown_table(result), ""]
+            lines += [f"## {label}", "", markdown_table(result, label), ""]
         lines += _flag_lines(panel)
         lines += ["", "| set | document | critics | min q | min outlier p | why |", "|---|---|---|---:|---:|---|"]
         lines += [f"| {markdown_cell(f.set)} | {markdown_cell(f.id)} | {', '.join(map(markdown_cell, f.by))} | "

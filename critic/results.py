@@ -347,24 +347,27 @@ def _ci(ci: tuple[float, float]) -> str:
 
 
 
-def markdown_table(result: CriticismResult) -> str:
+def markdown_table(result: CriticismResult, label: str | None = None) -> str:
     """Markdown table of every set: the critic's headline statistic (:attr:`CriticismResult.headline`) with
     its CI, the difference to the reference on that statistic with its CI and p-value, then the mean Latent
-    NLL beside a PPL headline; ⚠ marks sets with warnings."""
+    NLL beside a PPL headline; ⚠ marks sets with warnings.  ``label``: the critic's name in a report of several
+    (its registered name follows in parentheses where it differs), as the HTML and documents.jsonl name it."""
     headline = result.headline
     mc = any(s.latent_nll_mc_stderr is not None for s in result.sets)
     stats = list(dict.fromkeys(k for s in result.sets for k in s.statistics))
 
     def heading(name: str) -> str:
-        higher, label = STATISTICS.get(name, (None, name))
-        return label + ("" if higher is None else " ↑" if higher else " ↓")
+        higher, text = STATISTICS.get(name, (None, name))
+        return text + ("" if higher is None else " ↑" if higher else " ↓")
 
-    label = HEADLINES[headline]
+    title = HEADLINES[headline]
     nll_beside = headline == "latent_ppl"
-    head = (f"| set | n | {label} | 95% CI | Δ {label} vs ref | 95% CI | p |"
+    head = (f"| set | n | {title} | 95% CI | Δ {title} vs ref | 95% CI | p |"
             + (" Latent NLL | 95% CI |" if nll_beside else "") + (" MC s.e. |" if mc else "")
             + "".join(f" {heading(k)} |" for k in stats) + " skipped | unknown |")
-    lines = [f"Critic: `{result.critic_name}`", "", head,
+    name = result.critic_name
+    shown = f"`{name}`" if label in (None, name) else f"`{markdown_cell(label)}` ({name})"
+    lines = [f"Critic: {shown}", "", head,
              "|---|---:|---:|---|---:|---|---:|" + ("---:|---|" if nll_beside else "") + ("---:|" if mc else "")
              + "---:|" * len(stats) + "---:|---:|"]
     for s in result.sets:

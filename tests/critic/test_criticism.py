@@ -99,6 +99,9 @@ def test_criticize_numbers(tutorial, tmp_path):
     table = markdown_table(result)  # the headline (a PPL) with its own comparison; two-sided: no arrows
     assert "| Latent PPL | 95% CI | Δ Latent PPL vs ref | 95% CI | p | Latent NLL | 95% CI |" in table
     assert "↓" not in table and "distance from the reference" in table
+    name = result.critic_name  # a report of several names a critic by its label, its kind beside it
+    assert table.splitlines()[0] == f"Critic: `{name}`" == markdown_table(result, name).splitlines()[0]
+    assert markdown_table(result, "mine").splitlines()[0] == f"Critic: `mine` ({name})"
 
 
 def test_two_candidate_sets_compare_as_a_candidate_with_the_reference(tutorial):
