@@ -1,5 +1,7 @@
 """One registry: critics, metrics, corpora, runners and the ``critic`` command line, open to other packages.
 
+Each kind is a :class:`Registry` (one generic table: claim a name once, look it up, list them).
+
 - a critic registers itself with ``@register_critic("name")``;
 - a metric with ``register_metric(name, fn, description, command=...)`` (``critic metric NAME``);
 - a corpus builder (``critic data build NAME``) with ``register_corpus(name, build, description)``;
@@ -12,9 +14,7 @@
 options are the keyword parameters of a function (:func:`critic.cli_args.signature_options`): the same
 mechanism for every kind, whoever registered it.
 
-A name is taken once: registering another object under a taken name is a
-``ValueError`` (re-registering the same object, as on a module reload, is
-not).  Packages (this project's ``critics`` sub-packages included) announce
+A name is taken once (:meth:`Registry.claim`).  Packages (this project's ``critics`` sub-packages included) announce
 themselves through the entry-point group ``critic.plugins``: each entry names
 a module that, when imported, registers what it provides.  A
 plugin that fails to import is recorded with its error, and every lookup that
@@ -35,9 +35,10 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Generic, TypeVar
 
 __all__ = [
+    "Registry",
     "register_critic",
     "register_metric",
     "register_corpus",
@@ -74,13 +75,58 @@ BUILTIN_MODULES = ("critic.corpora", "critic.report_runner")
 data convert`` formats) and the core's ``report`` runner.  The core's commands are registered by
 :mod:`critic.cli` itself."""
 
-_CRITICS: dict[str, type] = {}
-_METRICS: dict[str, "MetricEntry"] = {}
-_CORPORA: dict[str, "CorpusEntry"] = {}
-_RUNNERS: dict[str, "RunnerEntry"] = {}
-_CONVERTERS: dict[str, "ConverterEntry"] = {}
-_SETUPS: dict[str, "SetupEntry"] = {}
-_COMMANDS: dict[str, "CommandEntry"] = {}
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """The entries of one ``kind`` (critic, metric, ...) by name: each name taken once (another object under a
+    taken name is a ``ValueError``; the same definition again, as on a module reload, is not), a lookup that
+    misses loads the plugins first and then names the closest known names and every plugin that failed."""
+
+    def __init__(self, kind: str, entries: dict[str, T] | None = None) -> None:
+        self.kind = kind
+        self._entries: dict[str, T] = dict(entries or {})
+
+    def claim(self, name: str, entry: T, ident: Any) -> None:
+        """Register ``entry`` under ``name``; ``ident`` is the object that defines it (class, function)."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{self.kind} name must be a non-empty string, got {name!r}")
+        existing = self._entries.get(name)
+        if existing is not None and not _same(_ident(existing), ident):
+            what = getattr(_ident(existing), "__qualname__", repr(_ident(existing)))
+            raise ValueError(f"{self.kind} name {name!r} is already taken by {what}")
+        self._entries[name] = entry
+
+    def get(self, name: str) -> T:
+        if name not in self._entries:
+            load_plugins()
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise _unknown(self.kind, name, self._entries) from None
+
+    def all(self, *, plugins: bool = True, by_name: bool = True) -> dict[str, T]:
+        """Every entry (after loading the plugins unless ``plugins=False``), by name or in registration order."""
+        if plugins:
+            load_plugins()
+        return dict(sorted(self._entries.items())) if by_name else dict(self._entries)
+
+    def values(self):
+        """The entries registered so far (no plugin loaded)."""
+        return self._entries.values()
+
+    def copy(self) -> "Registry[T]":
+        """A registry of the same entries (a test registers into a copy and puts the original back)."""
+        return Registry(self.kind, self._entries)
+
+
+_CRITICS: Registry[type] = Registry("critic")
+_METRICS: Registry["MetricEntry"] = Registry("metric")
+_CORPORA: Registry["CorpusEntry"] = Registry("corpus")
+_RUNNERS: Registry["RunnerEntry"] = Registry("runner")
+_CONVERTERS: Registry["ConverterEntry"] = Registry("format")
+_SETUPS: Registry["SetupEntry"] = Registry("tool")
+_COMMANDS: Registry["CommandEntry"] = Registry("command")
 _PLUGINS: dict[str, ModuleType] = {}
 _PLUGIN_ERRORS: dict[str, str] = {}
 
@@ -174,16 +220,6 @@ def _same(a: Any, b: Any) -> bool:
     return key(a) == key(b) and key(a) != (None, None)
 
 
-def _claim(table: dict, kind: str, name: str, obj: Any, ident: Any) -> None:
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"{kind} name must be a non-empty string, got {name!r}")
-    existing = table.get(name)
-    if existing is not None and not _same(_ident(existing), ident):
-        what = getattr(_ident(existing), "__qualname__", repr(_ident(existing)))
-        raise ValueError(f"{kind} name {name!r} is already taken by {what}")
-    table[name] = obj
-
-
 def _ident(entry: Any) -> Any:
     """The object that defines an entry (the class, function or builder)."""
     for attr in ("fn", "build", "convert", "add"):
@@ -196,7 +232,7 @@ def register_critic(name: str):
     """Class decorator: make a :class:`critic.Critic` subclass available as ``name``."""
 
     def decorator(cls):
-        _claim(_CRITICS, "critic", name, cls, cls)
+        _CRITICS.claim(name, cls, cls)
         cls.name = name
         return cls
 
@@ -210,32 +246,32 @@ def _first_line(description: str, obj: Any) -> str:
 def register_metric(name: str, fn: Callable, description: str = "", *, command: Callable | None = None) -> Callable:
     """Register a metric (a plain function) under ``name``, with its command-line form ``command`` (see
     :class:`MetricEntry`); returns ``fn``."""
-    _claim(_METRICS, "metric", name, MetricEntry(name, fn, _first_line(description, fn), command), fn)
+    _METRICS.claim(name, MetricEntry(name, fn, _first_line(description, fn), command), fn)
     return fn
 
 
 def register_corpus(name: str, build: Callable, description: str = "") -> Callable:
     """Register a corpus builder for ``critic data build NAME``; returns ``build``."""
-    _claim(_CORPORA, "corpus", name, CorpusEntry(name, build, _first_line(description, build)), build)
+    _CORPORA.claim(name, CorpusEntry(name, build, _first_line(description, build)), build)
     return build
 
 
 def register_converter(name: str, convert: Callable, description: str = "") -> Callable:
     """Register a format for ``critic data convert NAME`` (see :class:`ConverterEntry`); returns ``convert``."""
-    _claim(_CONVERTERS, "format", name, ConverterEntry(name, convert, _first_line(description, convert)), convert)
+    _CONVERTERS.claim(name, ConverterEntry(name, convert, _first_line(description, convert)), convert)
     return convert
 
 
 def register_setup(name: str, fn: Callable, description: str = "") -> Callable:
     """Register a tool for ``critic setup NAME`` (see :class:`SetupEntry`); returns ``fn``."""
-    _claim(_SETUPS, "tool", name, SetupEntry(name, fn, _first_line(description, fn)), fn)
+    _SETUPS.claim(name, SetupEntry(name, fn, _first_line(description, fn)), fn)
     return fn
 
 
 def register_command(name: str, add: Callable | str, help: str) -> None:
     """Register ``critic NAME``: ``add(parser)`` (or ``"package.module:function"``) fills its parser, ``help`` is
     its line in ``critic --help`` (see :class:`CommandEntry`)."""
-    _claim(_COMMANDS, "command", name, CommandEntry(name, add, help), add)
+    _COMMANDS.claim(name, CommandEntry(name, add, help), add)
 
 
 def register_runner(name: str, schema: Any, description: str = ""):
@@ -243,7 +279,7 @@ def register_runner(name: str, schema: Any, description: str = ""):
 
     def decorator(fn):
         entry = RunnerEntry(name, fn, schema, _first_line(description, fn))
-        _claim(_RUNNERS, "runner", name, entry, fn)
+        _RUNNERS.claim(name, entry, fn)
         return fn
 
     return decorator
@@ -324,25 +360,16 @@ def _unknown(kind: str, name: str, table: dict) -> KeyError:
     return KeyError(msg)
 
 
-def _get(table: dict, kind: str, name: str):
-    if name not in table:
-        load_plugins()
-    try:
-        return table[name]
-    except KeyError:
-        raise _unknown(kind, name, table) from None
-
-
 def get_critic(name: str) -> type:
-    return _get(_CRITICS, "critic", name)
+    return _CRITICS.get(name)
 
 
 def get_metric(name: str) -> MetricEntry:
-    return _get(_METRICS, "metric", name)
+    return _METRICS.get(name)
 
 
 def get_corpus(name: str) -> CorpusEntry:
-    return _get(_CORPORA, "corpus", name)
+    return _CORPORA.get(name)
 
 
 def get_runner(spec: str) -> RunnerEntry:
@@ -351,7 +378,7 @@ def get_runner(spec: str) -> RunnerEntry:
         raise ValueError(f"runner must be a name or 'package.module:function', got {spec!r}")
     module, sep, func = spec.partition(":")
     if not sep:
-        return _get(_RUNNERS, "runner", spec)
+        return _RUNNERS.get(spec)
     try:
         fn = getattr(importlib.import_module(module), func)
     except ModuleNotFoundError as exc:
@@ -366,33 +393,26 @@ def get_runner(spec: str) -> RunnerEntry:
 
 
 def list_critics() -> dict[str, type]:
-    load_plugins()
-    return dict(sorted(_CRITICS.items()))
+    return _CRITICS.all()
 
 
 def list_metrics() -> dict[str, MetricEntry]:
-    load_plugins()
-    return dict(sorted(_METRICS.items()))
+    return _METRICS.all()
 
 
 def list_corpora() -> dict[str, CorpusEntry]:
-    load_plugins()
-    return dict(sorted(_CORPORA.items()))
+    return _CORPORA.all()
 
 
 def list_converters() -> dict[str, ConverterEntry]:
-    load_plugins()
-    return dict(sorted(_CONVERTERS.items()))
+    return _CONVERTERS.all()
 
 
 def list_setups() -> dict[str, SetupEntry]:
-    load_plugins()
-    return dict(sorted(_SETUPS.items()))
+    return _SETUPS.all()
 
 
 def list_commands(*, plugins: bool = True) -> dict[str, CommandEntry]:
     """Every command, in the order registered.  ``plugins=False``: only those registered so far, without importing
     a plugin (``critic --help`` stays fast: the plugins' own commands are in ``critic list``)."""
-    if plugins:
-        load_plugins()
-    return dict(_COMMANDS)
+    return _COMMANDS.all(plugins=plugins, by_name=False)

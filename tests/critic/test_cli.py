@@ -118,7 +118,8 @@ register_converter("lines", lines, "one document per line")
 ''')
     monkeypatch.setenv("CRITIC_PLUGINS", "")
     for table in ("_COMMANDS", "_SETUPS", "_CONVERTERS", "_PLUGINS"):
-        monkeypatch.setattr(registry, table, dict(getattr(registry, table)))
+        original = getattr(registry, table)
+        monkeypatch.setattr(registry, table, original.copy() if isinstance(original, registry.Registry) else dict(original))
     capsys.readouterr()
     assert main(["--plugin", str(plugin), "greet", "--name", "you"]) == 0
     assert capsys.readouterr().out == "hello you\n"

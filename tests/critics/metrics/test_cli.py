@@ -110,7 +110,7 @@ def test_a_metric_without_a_form_takes_its_own_parameters_as_options(monkeypatch
     def of_arrays(features: np.ndarray) -> float:
         return 0.0
 
-    monkeypatch.setattr(registry, "_METRICS", dict(registry._METRICS))
+    monkeypatch.setattr(registry, "_METRICS", registry._METRICS.copy())
     registry.register_metric("scaled", scaled)
     registry.register_metric("of-arrays", of_arrays, "needs arrays")
     assert main(["metric", "scaled", "--x", "1.5", "--times", "3"]) == 0
@@ -132,7 +132,7 @@ def test_metrics_are_registered():
 
 
 def test_a_metric_name_is_taken_once(monkeypatch):
-    monkeypatch.setattr(registry, "_METRICS", dict(registry._METRICS))  # the re-registration below stays here
+    monkeypatch.setattr(registry, "_METRICS", registry._METRICS.copy())  # the re-registration below stays here
     with pytest.raises(ValueError, match="metric name 'pmr' is already taken by pmr"):
         registry.register_metric("pmr", lambda pred, gold: 0.0)
     assert registry.get_metric("pmr").fn is metrics.pmr
