@@ -283,9 +283,36 @@ def _score_stream(critic: Critic, docs: Iterable[Document], out: Path, *, source
     return state
 
 
+def _check_merge_output(out: Path, parts: Sequence[Path]) -> None:
+    """``out`` may be written by a merge only when it is none of the ``parts`` and is absent or a finished
+    streamed output (its progress file says so and its length matches): never a user's file or link."""
+    if any(out.resolve() == Path(part).resolve() for part in parts):
+        raise ValueError(f"{out}: is one of the parts being merged; choose another --out")
+    if out.is_symlink() or (out.exists() and not out.is_file()):
+        raise ValueError(f"{out}: exists and is not a file this tool wrote (a link or a folder); choose another --out")
+    if out.exists():
+        try:
+            state = json.loads(progress_path(out).read_text(encoding="utf-8"))
+            ours = state.get("complete") is True and state.get("bytes") == out.stat().st_size
+        except (OSError, ValueError, AttributeError):
+            ours = False
+        if not ours:
+            raise ValueError(f"{out}: exists and is not a finished critic score output (no matching "
+                             f"{progress_path(out).name}); refusing to replace it: choose another --out")
+
+
 def merge_shards(parts: Sequence[str | Path], out: str | Path) -> dict:
-    """Put the finished shards' chunks back in their global order into ``out`` (atomically): the bytes of one
-    serial run.  ValueError naming the part when one is unfinished, missing a chunk or from another run."""
+    """Put the finished shards' chunks back in their global order into ``out`` (atomically), with the progress
+    file of one serial run beside it: the bytes and the record of one serial run.  ValueError naming the part
+    when one is unfinished, missing a chunk or from another run, and ``out`` when it is a part or a file the
+    tool did not write."""
+    out = Path(out)
+    _check_merge_output(out, [Path(p) for p in parts])
+    with output_lock(out):
+        return _merge_shards(parts, out)
+
+
+def _merge_shards(parts: Sequence[str | Path], out: Path) -> dict:
     states = []
     for part in parts:
         path = progress_path(part)
@@ -316,6 +343,8 @@ def merge_shards(parts: Sequence[str | Path], out: str | Path) -> dict:
         if size != state["bytes"]:
             raise ValueError(f"{part}: {size} bytes where its progress file records {state['bytes']}: damaged or "
                              "truncated; rerun its critic score from scratch")
+    merged = {"settings": {**states[0][1]["settings"], "shard": [1, 1]}, "chunks": [], "bytes": 0,
+              "read": max(state["read"] for _, state in states), "complete": True, "chunks_total": total}
     with atomic_open(out, "wb") as dst:
         for index in range(total):
             part, chunk = located[index]
@@ -326,4 +355,7 @@ def merge_shards(parts: Sequence[str | Path], out: str | Path) -> dict:
                 raise ValueError(f"{part}: chunk {index} (bytes {chunk['start']}..{chunk['end']}) differs from what "
                                  "was written (SHA-256); rerun its critic score from scratch")
             dst.write(data)
+            merged["chunks"].append({**chunk, "start": merged["bytes"], "end": merged["bytes"] + len(data)})
+            merged["bytes"] += len(data)
+    atomic_write_text(progress_path(out), json.dumps(merged) + "\n")
     return {"chunks": total, "parts": len(states)}

@@ -101,8 +101,32 @@ def test_shards_merge_to_the_serial_run_s_bytes(critic, docs, tmp_path):
     assert sum(sizes) == json.loads(progress_path(parts[0]).read_text())["chunks_total"] and min(sizes) >= 1
     assert merge_shards([parts[2], parts[0], parts[1]], tmp_path / "merged.jsonl") == {"chunks": sum(sizes), "parts": 3}
     assert (tmp_path / "merged.jsonl").read_bytes() == want
+    serial = json.loads(progress_path(tmp_path / "serial.jsonl").read_text())
+    assert json.loads(progress_path(tmp_path / "merged.jsonl").read_text()) == serial  # a serial run's record too
+    assert score_stream(critic, iter(()), tmp_path / "merged.jsonl", source=docs[1], seed=7,
+                        batches_per_chunk=2)["complete"]  # so critic score knows it as finished
+    merge_shards(parts, tmp_path / "merged.jsonl")  # its own output: replaced
     with pytest.raises(ValueError, match="give each of 1/3 .. 3/3 once"):
         merge_shards(parts[:2], tmp_path / "x.jsonl")
+
+
+def test_merge_never_replaces_a_file_it_did_not_write(critic, docs, tmp_path):
+    """The round's cases: merge --out a user's file, a link to one, or one of its own parts replaced it, exit 0."""
+    parts = [tmp_path / f"part{i}.jsonl" for i in (1, 2)]
+    for i, part in enumerate(parts, start=1):
+        score_stream(critic, docs[0], part, source=docs[1], seed=7, batches_per_chunk=2, shard=(i, 2))
+    notes = tmp_path / "notes.txt"
+    notes.write_text("precious\n")
+    with pytest.raises(ValueError, match="notes.txt: exists and is not a finished critic score output"):
+        merge_shards(parts, notes)
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(notes)
+    with pytest.raises(ValueError, match="link.jsonl: exists and is not a file this tool wrote"):
+        merge_shards(parts, link)
+    before = parts[1].read_bytes()
+    with pytest.raises(ValueError, match="part2.jsonl: is one of the parts being merged"):
+        merge_shards(parts, parts[1])
+    assert notes.read_text() == "precious\n" and link.is_symlink() and parts[1].read_bytes() == before
 
 
 def test_other_settings_are_refused_and_name_what_differs(critic, docs, tmp_path):
