@@ -39,6 +39,7 @@ from .config import (ConfigError, check_config, check_params, describe_settings,
 from .helptext import plain_help
 from .io import atomic_write_text, check_replaceable, claim_folder, output_lock
 from .stages import is_run_folder
+from .terminal import printable, printable_streams
 
 __all__ = ["main", "build_parser", "seed_everything", "EXIT_ERROR", "EXIT_INTERRUPTED"]
 
@@ -280,10 +281,9 @@ def cmd_compare(args) -> int:
 
 
 def cmd_outliers(args) -> int:
-    from .critic import Critic
+    from .critic import Critic, describe_skips
     from .criticism import criticize, require_comparable_shapes
-    from .panel import explain_outliers
-    from .panel import PanelResult
+    from .panel import PanelResult, explain_outliers
     from .report import outliers_table
 
     critic = Critic.load(args.critic_dir, device=args.device)
@@ -293,10 +293,18 @@ def cmd_outliers(args) -> int:
     result = criticize(critic, reference, {"input": documents},
                        paths={"reference": args.reference, "input": args.input},
                        n_bootstrap=args.n_bootstrap, outlier_score=args.outlier_score, seed=args.seed)
+    ranked = result.set("input")
+    if ranked.n == 0:
+        raise ValueError(f"{args.input}: no document could be scored, nothing to rank; {describe_skips(ranked.skipped)}")
     explain_outliers(result, critic, {"input": documents}, top=args.top, name="input")
     panel = PanelResult({critic.name: result}, top=len(documents), **flag_rule(args))
     print(outliers_table(result, top=args.top, name="input"))
-    print(f"\n{len(panel.flagged())} of {result.set('input').n} documents flagged: {panel.rule}.")
+    print(f"\n{len(panel.flagged())} of {ranked.n} documents flagged: {panel.rule}.")
+    for name, path in (("input", args.input), ("reference", args.reference)):
+        if result.set(name).skipped:  # not ranked (input) or not compared with (reference): said, never dropped
+            line = f"{printable(path)}: {describe_skips(result.set(name).skipped)}"
+            print(line)
+            print(f"critic: warning: {line}", file=sys.stderr)
     _say_power(panel)
     return 0
 
@@ -697,8 +705,13 @@ def _message(exc: BaseException) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0, 2 for bad input or usage, 130 on Ctrl-C)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Run the command line; returns the exit status (0, 2 for bad input or usage, 130 on Ctrl-C).  Whatever it
+    prints passes :func:`critic.terminal.printable_streams`: data never acts on the terminal."""
+    with printable_streams():
+        return _main(list(sys.argv[1:] if argv is None else argv))
+
+
+def _main(argv: list[str]) -> int:
     debug = "--debug" in argv
     try:
         plugins, command = _ahead(argv)

@@ -46,7 +46,7 @@ from .document import Document
 from .io import OUTPUT_MARKER, atomic_directory, atomic_write_text, check_replaceable, sha256_bytes, sha256_file
 from .latent import Prior, cross_entropy, monte_carlo_cross_entropy
 
-__all__ = ["Critic", "Projection", "LatentNLL", "Scores", "NotFittedError", "CriticLoadError",
+__all__ = ["Critic", "Projection", "LatentNLL", "Scores", "NotFittedError", "CriticLoadError", "describe_skips",
            "resolve_device", "FORMAT_VERSION", "MAX_REASONS"]
 
 FORMAT_VERSION = 2
@@ -155,6 +155,16 @@ class Scores:
         return np.stack([nll[order], steps[order]], axis=1)
 
 
+def describe_skips(skipped: Mapping[str, str]) -> str:
+    """``"skipped N: REASON (K, e.g. 'ID'), ..."`` for documents that could not be used (id -> why), the most
+    common reason first."""
+    reasons: dict[str, list[str]] = {}
+    for doc_id, why in skipped.items():
+        reasons.setdefault(why, []).append(doc_id)
+    return f"skipped {len(skipped)}: " + ", ".join(
+        f"{why} ({len(ids)}, e.g. {ids[0]!r})" for why, ids in sorted(reasons.items(), key=lambda kv: -len(kv[1])))
+
+
 def _tensor_bytes(t: torch.Tensor) -> bytes:
     flat = t.detach().cpu().contiguous().reshape(-1)
     return flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
@@ -261,14 +271,7 @@ class Critic:
         ``training_skipped_`` (id -> why) a critic that skips training documents keeps (and saves)."""
         skipped = getattr(self, "training_skipped_", None) or {}
         text = f"used {n_documents - len(skipped)} of {n_documents} training documents"
-        if skipped:
-            reasons: dict[str, int] = {}
-            for why in skipped.values():
-                reasons[why] = reasons.get(why, 0) + 1
-            text += f"; skipped {len(skipped)}: " + ", ".join(
-                f"{why} ({k}, e.g. {next(i for i, w in skipped.items() if w == why)!r})"
-                for why, k in sorted(reasons.items(), key=lambda kv: -kv[1]))
-        return text
+        return text + (f"; {describe_skips(skipped)}" if skipped else "")
 
     def fit_warnings(self) -> list[str]:
         """What makes this fitted critic degenerate, for ``fit`` and every result that uses it (e.g. a

@@ -35,6 +35,7 @@ why under ``null_reasons`` (dotted path -> reason).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
@@ -393,8 +394,9 @@ def markdown_table(result: CriticismResult, label: str | None = None) -> str:
 
 def markdown_cell(text: str) -> str:
     """``text`` as one cell of a Markdown table: control characters escaped (:func:`critic.terminal.printable`),
-    ``|`` escaped, line breaks as spaces."""
-    return " ".join(printable(text).split()).replace("|", "\\|")
+    ``|``, ``<`` and ``>`` backslash-escaped (a viewer shows ``<img onerror=...>`` from an id as text, never as
+    HTML), line breaks as spaces."""
+    return re.sub(r"([|<>])", r"\\\1", " ".join(printable(text).split()))
 
 
 class Outliers(list):

@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from .critic import Critic, Scores
 from .document import Document, DocumentError
 from .io import atomic_open, atomic_write_text, output_lock, sha256_bytes, sha256_file
+from .terminal import json_line
 
 __all__ = ["CHUNK_DOCUMENTS", "Chunk", "Scorer", "chunk_batches", "plan_chunks", "score_chunk", "score_rows",
            "scored_chunks", "score_stream", "skipped_rows", "merge_shards", "progress_path", "parse_shard"]
@@ -86,7 +87,7 @@ def score_rows(scores: Scores) -> list[dict[str, Any]]:
 
 def skipped_rows(skipped: Sequence[tuple[str, str]]) -> bytes:
     """The output rows of generations the reader skipped, ``(id, reason)`` each, as UTF-8 JSON lines."""
-    return "".join(json.dumps({"id": doc_id, "skipped": reason, "read": False}, ensure_ascii=False) + "\n"
+    return "".join(json_line({"id": doc_id, "skipped": reason, "read": False})
                    for doc_id, reason in skipped).encode("utf-8")
 
 
@@ -152,7 +153,7 @@ def score_chunk(critic: Critic, docs: Sequence[Document], *, seed: int, first_ba
     if not docs:
         return b""
     rows = score_rows(critic.score(docs, seed=seed, first_batch=first_batch))
-    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode("utf-8")
+    return "".join(json_line(row) for row in rows).encode("utf-8")
 
 
 Scorer = Callable[[Iterable[Chunk]], Iterator[tuple[Chunk, "bytes | None"]]]

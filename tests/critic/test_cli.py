@@ -437,3 +437,25 @@ def test_an_error_of_one_word_says_what_kind_it_is(error, said, monkeypatch, cap
     monkeypatch.setattr(cli, "cmd_list", fail)
     assert main(["list"]) == 2
     assert capsys.readouterr().err == said
+
+
+def test_outliers_says_which_documents_it_could_not_rank(corpus, tmp_path, capsys):
+    """The round's case: a document the critic cannot score (no sections) vanished from critic outliers ("0 of 2
+    documents flagged"), and with every document skipped it exited 0 with an empty table."""
+    model = tmp_path / "model"
+    assert main(["fit", "sections", "--train", str(corpus / "train.jsonl"), "--out", str(model),
+                 "--params", '{"delta": 0.1}']) == 0
+    pages = [json.loads(line) for line in (corpus / "test.jsonl").read_text().splitlines()[:3]]
+    pages[1] = {**pages[1], "id": "plainbad", "sections": []}
+    some = tmp_path / "some.jsonl"
+    some.write_text("".join(json.dumps(p) + "\n" for p in pages))
+    capsys.readouterr()
+    assert main(["outliers", str(model), "--reference", str(corpus / "valid.jsonl"), "--input", str(some)]) == 0
+    captured = capsys.readouterr()
+    said = f"{some}: skipped 1: document has no sections (1, e.g. 'plainbad')"
+    assert "of 2 documents flagged" in captured.out and said in captured.out and said in captured.err
+    none = tmp_path / "none.jsonl"
+    none.write_text(json.dumps(pages[1]) + "\n")
+    assert main(["outliers", str(model), "--reference", str(corpus / "valid.jsonl"), "--input", str(none)]) == 2
+    assert capsys.readouterr().err == (f"critic: error: {none}: no document could be scored, nothing to rank; "
+                                       "skipped 1: document has no sections (1, e.g. 'plainbad')\n")

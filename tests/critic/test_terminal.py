@@ -36,3 +36,41 @@ def test_outliers_prints_document_ids_escaped(tmp_path, capsys, fixture_manpage_
     assert "\x1b" not in captured.out and "\x07" not in captured.out and "\x1b" not in captured.err
     for i in ids:
         assert printable(i) in captured.out
+
+
+def test_json_lines_escape_what_json_leaves_raw_and_read_back_the_same():
+    from critic.terminal import json_line
+
+    row = {"id": "a\x9b31mX\x7f\u2028", "x": "\x1b"}
+    line = json_line(row)
+    assert line == '{"id": "a\\u009b31mX\\u007f\\u2028", "x": "\\u001b"}\n' and json.loads(line) == row
+
+
+def test_markdown_cells_show_html_as_text():
+    assert markdown_cell("<img src=x onerror=alert(1)>|") == "\\<img src=x onerror=alert(1)\\>\\|"
+
+
+def test_every_line_a_command_prints_is_printable(tmp_path, capsys, fixture_manpage_root):
+    """The round's cases: a C1 CSI in an id went raw to stdout in critic score's JSON; a candidate name or a critic
+    label with escape sequences went raw to stdout (a set warning, the flag power lines) and, through
+    matplotlib's warnings, to stderr.  Every command's stdout and stderr now pass one sanitiser."""
+    data = tmp_path / "data"
+    assert main(["data", "build", "manpages", "--root", str(fixture_manpage_root), "--no-install", "--out",
+                 str(data)]) == 0
+    critic_dir = tmp_path / "crit\x1b]0;pwn\x07"
+    assert main(["fit", "sections", "--train", str(data / "train.jsonl"), "--out", str(critic_dir),
+                 "--params", '{"delta": 0.1}']) == 0
+    page = json.loads((data / "test.jsonl").read_text().splitlines()[0])
+    c1 = tmp_path / "c1.jsonl"
+    c1.write_text(json.dumps({**page, "id": "a\x9b31mX"}) + "\n")
+    capsys.readouterr()
+    assert main(["score", str(critic_dir), "--input", str(c1)]) == 0
+    out = capsys.readouterr().out
+    assert "\x9b" not in out and json.loads(out)["id"] == "a\x9b31mX"
+    assert main(["report", "--critic", str(critic_dir), "--reference", str(data / "valid.jsonl"), "--candidate",
+                 f"N\x1b[41m={data / 'test.jsonl'}", "--out", str(tmp_path / "r"), "--n-bootstrap", "20",
+                 "--n-permutations", "20"]) == 0
+    captured = capsys.readouterr()
+    for stream in (captured.out, captured.err):
+        assert not any(ch in stream for ch in "\x1b\x07\x9b")
+    assert "crit\\x1b]0;pwn\\x07" in captured.out
