@@ -162,11 +162,23 @@ def _padded(codes: np.ndarray, lengths: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(states)
 
 
+DELTA_RANGE = Range(min=1e-12, max=1e12)
+"""Add-delta smoothing's bounds: at 0 an unseen transition costs log 0; beyond them the smoothed probabilities
+leave float64 (a delta of 1e308 overflows ``n + K delta``, one of 5e-324 underflows ``delta / n``) long after they
+stopped meaning anything (1e12 is uniform to 12 digits for any count a corpus has)."""
+
+Delta = Annotated[float | None, DELTA_RANGE]
+"""The type of a section critic's ``delta`` setting: ``None`` (chosen on validation data) or within
+:data:`DELTA_RANGE`."""
+
+
 def _check_delta(value, name: str) -> float:
-    """``value`` as a float, or a ValueError naming the setting: add-delta smoothing needs 0 < delta < inf."""
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0 (add-delta smoothing with delta <= 0 gives "
-                         f"log 0 or NaN Latent PPLs), got {value!r}")
+    """``value`` as a float, or a ValueError naming the setting (:data:`DELTA_RANGE`)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ValueError(f"{name} must be a number {DELTA_RANGE}, got {value!r}")
+    why = DELTA_RANGE.violation(value)
+    if why:
+        raise ValueError(f"{name} {why} (add-delta smoothing)")
     return float(value)
 
 
@@ -176,7 +188,7 @@ class SectionTransitionCritic(Critic):
 
     Parameters
     ----------
-    delta: fixed add-delta smoothing (> 0); ``None`` picks it on validation data from ``delta_grid``.
+    delta: fixed add-delta smoothing (1e-12 to 1e12); ``None`` picks it on validation data from ``delta_grid``.
     delta_grid: candidate deltas, each > 0 (lowest validation Latent PPL wins; ties: the smaller delta).
     normalize_titles: apply app. E title normalisation (lemmatise, drop numbers, spellings).
     drop_titles: section titles (after normalisation) removed before projection, as in app. E.
@@ -193,7 +205,7 @@ class SectionTransitionCritic(Critic):
 
     def __init__(
         self,
-        delta: Annotated[float | None, Range(gt=0)] = None,
+        delta: Delta = None,
         delta_grid: Sequence[float] = DEFAULT_DELTA_GRID,
         normalize_titles: bool = True,
         drop_titles: Sequence[str] = DEFAULT_DROP_TITLES,
@@ -292,7 +304,7 @@ class SectionTransitionCritic(Critic):
         ``-log(delta / (N + delta V))``; on ``share`` of the documents the state is seen about ``share N`` times,
         so the scaled delta gives the full fit's cost (its own delta would give one ``-log share`` smaller, and
         the calibration's worst transitions would sit below new documents')."""
-        return {**self.get_params(), "delta": self.delta_ * share}
+        return {**self.get_params(), "delta": max(self.delta_ * share, DELTA_RANGE.min)}
 
     def _check_settings(self) -> None:
         """``delta`` (when set) and every ``delta_grid`` value (when used) must be finite and > 0."""

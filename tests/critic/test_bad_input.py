@@ -102,11 +102,15 @@ def test_bad_documents_in_every_command(ctx, capsys, kind):
     ("sections", '{"delta": }', ["--params: invalid JSON"]),
     ("sections", "[0.1]", ["--params: expected a JSON object of settings"]),
     ("sections", '{"delta": "big"}',
-     ["--params: critic 'sections' setting delta must be a number or null (> 0), got string"]),
-    ("sections", '{"delta": true}', ["setting delta must be a number or null (> 0), got boolean"]),
+     ["--params: critic 'sections' setting delta must be a number or null (>= 1e-12 and <= 1e+12), got string"]),
+    ("sections", '{"delta": true}', ["setting delta must be a number or null (>= 1e-12 and <= 1e+12), got boolean"]),
     ("sections", '{"delta_grid": "0.1"}', ["setting delta_grid must be a list of numbers"]),
     ("sections", '{"detla": 0.1}', ["--params: critic 'sections' has no setting 'detla' (did you mean 'delta'?)"]),
-    ("sections", '{"delta": -1}', ["--params: critic 'sections' setting delta must be > 0, got integer -1"]),
+    ("sections", '{"delta": -1}', ["--params: critic 'sections' setting delta must be >= 1e-12 and <= 1e+12, got "
+                                   "integer -1"]),
+    ("sections", '{"delta": 1e308}', ["setting delta must be >= 1e-12 and <= 1e+12, got number 1e+308"]),
+    ("sections", '{"delta": 5e-324}', ["setting delta must be >= 1e-12 and <= 1e+12, got number 5e-324"]),
+    ("sections-classifier", '{"delta": 1e308}', ["setting delta must be >= 1e-12 and <= 1e+12, got number 1e+308"]),
     ("coref", '{"order": 1}', ["--params: critic 'coref' setting order must be >= 2, got integer 1"]),
     ("coref", '{"unk_prob": 2}', ["setting unk_prob must be > 0 and < 1, got integer 2"]),
 ])

@@ -158,7 +158,8 @@ def test_empirical_transitions_graph_and_heatmap(tmp_path):
 
 @pytest.mark.parametrize("settings,name", [
     ({"delta": 0}, "delta"), ({"delta": -0.1}, "delta"), ({"delta": math.nan}, "delta"),
-    ({"delta": math.inf}, "delta"), ({"delta_grid": (0.1, 0.0, 1.0)}, r"delta_grid\[1\]"),
+    ({"delta": math.inf}, "delta"), ({"delta": 1e308}, "delta"), ({"delta": 5e-324}, "delta"),
+    ({"delta_grid": (0.1, 0.0, 1.0)}, r"delta_grid\[1\]"), ({"delta_grid": (0.1, 1e20)}, r"delta_grid\[1\]"),
     ({"delta_grid": (float("nan"),)}, r"delta_grid\[0\]"), ({"delta_grid": ()}, "delta_grid"),
 ])
 def test_delta_must_be_positive_and_finite(settings, name):
