@@ -33,13 +33,13 @@ from typing import Callable, Sequence
 
 from . import progress, registry
 from .cli_args import (called_options, common_options, flag_rule, fold_count, named_file, named_number, outlier_options,
-                       positive_int, resampling_options, signature_options)
+                       positive_int, resampling_options, set_name, signature_options)
 from .config import (ConfigError, check_config, check_params, describe_settings, line_of, read_toml, seeded_params,
                      suggest)
 from .helptext import plain_help
 from .io import atomic_write_text, check_replaceable, claim_folder, output_lock
 from .stages import is_run_folder
-from .terminal import printable, printable_streams
+from .terminal import path_text, printable, printable_streams
 
 __all__ = ["main", "build_parser", "seed_everything", "EXIT_ERROR", "EXIT_INTERRUPTED"]
 
@@ -323,9 +323,13 @@ def _critic_dirs(named: Sequence[str]) -> dict[str, Path]:
     out: dict[str, Path] = {}
     for text in named:
         label, sep, path = text.partition("=")
-        label, path = (label, path) if sep else (Path(text).name, text)
+        label, path = (label, path) if sep else (path_text(Path(text).name), text)
         if not label or not path:
             raise ValueError(f"--critic {text!r}: expected DIR or LABEL=DIR")
+        try:
+            set_name(label)
+        except argparse.ArgumentTypeError as exc:
+            raise ValueError(f"--critic {text!r}: {exc}") from None
         if label in out:
             raise ValueError(f"--critic {text}: the label {label!r} is already used for {out[label]}; "
                              f"name them: --critic LABEL=DIR")

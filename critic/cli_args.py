@@ -63,7 +63,18 @@ def named_number(text: str) -> tuple[str, float]:
         number = float("nan")
     if not sep or not name or not (number > 0 and number < float("inf")):
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE with a positive number, got {text!r}")
-    return name, number
+    return set_name(name), number
+
+
+def set_name(name: str) -> str:
+    """A name given on the command line for a set or a critic: text (UTF-8), since it is written into results and
+    reports; ``ArgumentTypeError`` otherwise (a name of bytes that are not UTF-8 failed only when results were
+    written, after all the work)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError(f"the name {name!r} is not UTF-8 text") from None
+    return name
 
 
 def named_file(text: str) -> tuple[str, Path]:
@@ -71,7 +82,7 @@ def named_file(text: str) -> tuple[str, Path]:
     name, sep, path = text.partition("=")
     if not sep or not name or not path:
         raise argparse.ArgumentTypeError(f"expected NAME=FILE, got {text!r}")
-    return name, Path(path)
+    return set_name(name), Path(path)
 
 
 def common_options(p: argparse.ArgumentParser) -> None:

@@ -40,6 +40,7 @@ from .document import Document, documents_sha256
 from .outliers import OUTLIER_SCORES, OutlierPValues, outlier_pool
 from .resources import require_memory
 from .results import Comparison, CriticismResult, DocumentResult, SetResult
+from .terminal import path_text
 
 __all__ = ["criticize", "summarize", "compare", "compare_sets", "shape_mismatch", "require_comparable_shapes",
            "UNTITLED_SHARE"]
@@ -278,7 +279,7 @@ def criticize(
                                                            n_permutations=n_permutations, level=level, seed=seed)
         results[name] = result
     paths = dict(paths or {})
-    inputs = [{"name": name, "path": str(paths[name]) if name in paths else None,
+    inputs = [{"name": name, "path": path_text(paths[name]) if name in paths else None,
                "sha256": documents_sha256(docs), "n_documents": len(docs)}
               for name, docs in {reference_name: reference, **candidates}.items()]
     config = {"n_bootstrap": n_bootstrap, "n_permutations": n_permutations, "level": level, "seed": seed,

@@ -35,6 +35,7 @@ from typing import Any, Iterator
 
 from .document import Document, DocumentError, Section, _json_type, check_file, collector_paused, compression, \
     is_pipe, iter_input_lines, iter_json_lines, iter_jsonl, read_input, uncompressed_name
+from .terminal import path_text
 
 __all__ = ["InputOptions", "ReadReport", "InputFormat", "FORMATS", "LM_EVAL_TEXTS", "iter_documents",
            "read_documents", "detect_format", "split_sections", "add_arguments", "options_from_args",
@@ -544,7 +545,7 @@ class TextDirFormat(InputFormat):
             if file.suffix.lower() != ".txt" or not file.is_file():
                 build.report.skip("not a .txt file", str(file))
                 continue
-            doc = build.document(str(file), number, _decode(read_input(file), file).strip(), file.stem)
+            doc = build.document(str(file), number, _decode(read_input(file), file).strip(), path_text(file.stem))
             if doc is not None:
                 yield doc
 
@@ -672,7 +673,7 @@ def iter_documents(path: str | Path, options: InputOptions = InputOptions(), *, 
     fmt = detect_format(path, options) if options.format == "auto" else options.format
     report = ReadReport() if report is None else report
     report.path, report.format = str(path), fmt
-    report.name = name if name is not None else path.name if path.is_dir() else uncompressed_name(path).stem
+    report.name = name if name is not None else path_text(path.name if path.is_dir() else uncompressed_name(path).stem)
     build = _Builder(report.name, options, report)
     for doc in FORMATS[fmt].documents(path, options, build):
         report.n_read += 1

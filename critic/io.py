@@ -141,7 +141,8 @@ def atomic_open(path: str | Path, mode: str = "w", *, encoding: str | None = "ut
     """Open a temporary sibling of ``path`` for writing; rename it to ``path`` on success.
 
     On an exception (KeyboardInterrupt included) the temporary file is removed
-    and ``path`` is left as it was.
+    and ``path`` is left as it was.  Text that cannot be encoded (the lone surrogates Python keeps for bytes of a
+    file name that are not UTF-8) is written as ``\\udcff``: a valid JSON escape, and no failure after the work.
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_open writes whole files: mode 'w' or 'wb', not {mode!r}")
@@ -150,7 +151,8 @@ def atomic_open(path: str | Path, mode: str = "w", *, encoding: str | None = "ut
     remove_stale_temporaries(path)
     fd, tmp = tempfile.mkstemp(prefix=_prefix(path.name), suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding,
+                       errors=None if "b" in mode else "backslashreplace") as fh:
             os.fchmod(fh.fileno(), 0o666 & ~current_umask())  # mkstemp's 0600 -> what open() would give
             yield fh
             fh.flush()

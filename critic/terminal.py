@@ -17,15 +17,29 @@ import re
 import sys
 from typing import Any, Iterator, TextIO
 
-__all__ = ["printable", "json_line", "PrintableStream", "printable_streams"]
+__all__ = ["printable", "json_line", "path_text", "PrintableStream", "printable_streams"]
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 _JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029]")
 
 
 def printable(text: object, keep: str = "") -> str:
-    """``str(text)`` with each control character but tab, newline and those in ``keep`` shown as ``\\xNN``."""
-    return _CONTROL.sub(lambda m: m.group() if m.group() in keep else f"\\x{ord(m.group()):02x}", str(text))
+    """``str(text)`` with each control character but tab, newline and those in ``keep`` shown as ``\\xNN``, and
+    the bytes of a file name that are not UTF-8 (:func:`path_text`) too."""
+    return _CONTROL.sub(lambda m: m.group() if m.group() in keep else f"\\x{ord(m.group()):02x}",
+                        path_text(text))
+
+
+def path_text(path: object) -> str:
+    """A path as text any UTF-8 writer takes (results.json, a report): bytes of its name that are not UTF-8 (kept
+    by Python as lone surrogates) shown as ``\\xNN``."""
+    return _SURROGATE.sub(_show_surrogate, str(path))
+
+
+def _show_surrogate(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xdc00:02x}" if 0xdc80 <= code <= 0xdcff else f"\\u{code:04x}"
 
 
 def json_line(obj: Any) -> str:

@@ -239,3 +239,30 @@ def test_report_never_replaces_an_lm_eval_output_folder_it_reads_from(job, capsy
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
     ours = tmp / "ours"
     assert main(args + ["--out", str(ours)]) == 0 and main(args + ["--out", str(ours)]) == 0
+
+
+def test_names_of_bytes_that_are_not_utf8(job, capsys, tmp_path):
+    """The round's cases: a candidate file or critic folder whose name is not UTF-8 failed with "'utf-8' codec can't
+    encode" after all the work; a set name that is not UTF-8 too.  Files and folders of any name are read and
+    recorded (\\xNN); a name given for a set must be text, said at once."""
+    import os
+    import shutil
+
+    tmp, data, _, gens = job
+    odd = tmp_path / os.fsdecode(b"g\xff.jsonl")
+    shutil.copy(gens, odd)
+    critic_dir = tmp_path / os.fsdecode(b"crit\xff")
+    shutil.copytree(tmp / "sections", critic_dir)
+    out = tmp_path / "out"
+    capsys.readouterr()
+    assert main(["report", "--critic", str(critic_dir), "--reference", str(data / "test.jsonl"), "--candidate",
+                 f"a={odd}", "--n-bootstrap", "20", "--n-permutations", "20", "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert list(results["critics"]) == ["crit\\xff"]
+    assert results["critics"]["crit\\xff"]["inputs"][1]["path"] == str(tmp_path / "g\\xff.jsonl")
+    capsys.readouterr()
+    name = os.fsdecode(b"Z\xff")
+    assert main(["report", "--critic", str(tmp / "sections"), "--reference", str(data / "test.jsonl"), "--candidate",
+                 f"{name}={gens}", "--out", str(tmp_path / "x")]) == 2
+    assert "argument --candidate: the name 'Z\\udcff' is not UTF-8 text" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

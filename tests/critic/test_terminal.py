@@ -74,3 +74,10 @@ def test_every_line_a_command_prints_is_printable(tmp_path, capsys, fixture_manp
     for stream in (captured.out, captured.err):
         assert not any(ch in stream for ch in "\x1b\x07\x9b")
     assert "crit\\x1b]0;pwn\\x07" in captured.out
+
+
+def test_names_of_bytes_that_are_not_utf8_are_shown_as_their_bytes():
+    from critic.terminal import path_text
+
+    assert path_text("g\udcff.jsonl") == "g\\xff.jsonl" and path_text("x\ud800y") == "x\\ud800y"
+    assert printable("a\x1b\udcffb") == "a\\x1b\\xffb" and path_text("plain é") == "plain é"
