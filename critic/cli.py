@@ -261,6 +261,7 @@ def cmd_compare(args) -> int:
     from .report import write_report
 
     named = _candidates(args.candidate, "reference")
+    check_replaceable(args.out, "report")  # before any work (and again when the report is swapped in)
     critic = Critic.load(args.critic_dir, device=args.device)
     reference, _ = _read(args, args.reference, "reference", detect=True)
     candidates = {name: _read(args, path, name)[0] for name, path in named.items()}
@@ -351,8 +352,8 @@ def cmd_report(args) -> int:
         if name not in named:
             raise ValueError(f"--word-ppl {name}=...: no candidate set {name!r} (the candidates: {', '.join(named)})")
     dirs = _critic_dirs(args.critic)
+    check_replaceable(args.out, "report")  # before any work (and again when the report is swapped in)
     critics = {label: Critic.load(path, device=args.device) for label, path in dirs.items()}
-    check_replaceable(args.out, "report")
     reads: dict[str, dict] = {}
     reference, reads["reference"] = _read(args, args.reference, "reference", detect=True)
     candidates = {}

@@ -225,7 +225,20 @@ def _resume(out: Path, settings: dict) -> dict:
     if size > progress["bytes"]:
         with open(out, "r+b") as fh:  # a chunk half-appended when the process stopped
             fh.truncate(progress["bytes"])
+    _check_chunks(out, progress["chunks"])
     return progress
+
+
+def _check_chunks(out: Path, chunks: Sequence[dict]) -> None:
+    """Each recorded chunk of ``out`` still has the SHA-256 it was written with; ValueError naming the chunk."""
+    if not chunks:
+        return
+    with open(out, "rb") as fh:
+        for chunk in chunks:
+            fh.seek(chunk["start"])
+            if "sha256" in chunk and sha256_bytes(fh.read(chunk["end"] - chunk["start"])) != chunk["sha256"]:
+                raise ValueError(f"{out}: chunk {chunk['index']} (bytes {chunk['start']}..{chunk['end']}) differs from "
+                                 f"what was written (SHA-256); remove it and {progress_path(out).name} to start again")
 
 
 def score_stream(critic: Critic, docs: Iterable[Document], out: str | Path, *, source: str | Path, seed: int = 0,

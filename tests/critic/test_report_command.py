@@ -266,3 +266,19 @@ def test_names_of_bytes_that_are_not_utf8(job, capsys, tmp_path):
                  f"{name}={gens}", "--out", str(tmp_path / "x")]) == 2
     assert "argument --candidate: the name 'Z\\udcff' is not UTF-8 text" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("command", ["compare", "report"])
+def test_a_folder_that_is_not_ours_is_refused_before_any_work(job, capsys, tmp_path, command):
+    """The round's case: --out a user's folder was refused only after every document was scored.  Now before the
+    critic is even loaded (a critic folder that is not there is not reached)."""
+    _, data, _, gens = job
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.md").write_text("keep")
+    critic = ["--critic", str(tmp_path / "no-critic")] if command == "report" else [str(tmp_path / "no-critic")]
+    capsys.readouterr()
+    assert main([command, *critic, "--reference", str(data / "test.jsonl"), "--candidate", f"a={gens}",
+                 "--out", str(mine)]) == 2
+    assert f"{mine}: exists and is not a report directory; refusing to replace it: it holds notes.md" in \
+        capsys.readouterr().err

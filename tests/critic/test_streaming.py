@@ -251,6 +251,21 @@ def test_merge_names_a_truncated_or_damaged_part_and_its_chunk(critic, docs, tmp
     assert not out.exists()
 
 
+def test_a_rerun_checks_what_was_written(critic, docs, tmp_path):
+    """The round's case: a number edited inside a finished (or half-finished) output went unnoticed by a rerun,
+    which said it was complete; each chunk's SHA-256 is now checked before anything is reused."""
+    out = tmp_path / "s.jsonl"
+    score_stream(critic, docs[0], out, source=docs[1], seed=7, batches_per_chunk=2)
+    data = bytearray(out.read_bytes())
+    chunk = json.loads(progress_path(out).read_text())["chunks"][1]
+    at = data.index(b"latent_nll", chunk["start"]) + 14
+    data[at] = ord("7") if data[at] != ord("7") else ord("8")
+    out.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=rf"s.jsonl: chunk 1 \(bytes {chunk['start']}..{chunk['end']}\) differs from "
+                                         "what was written"):
+        score_stream(critic, docs[0], out, source=docs[1], seed=7, batches_per_chunk=2)
+
+
 def test_resume_knows_the_input_by_its_content(critic, docs, tmp_path):
     """The same path, size and time but other bytes is another input: refused, not resumed."""
     import os
