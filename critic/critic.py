@@ -666,7 +666,7 @@ _META_TYPES = {"format_version": int, "critic": str, "params": dict, "state": di
 def _read_meta(path: Path) -> dict[str, Any]:
     meta_file = path / "critic.json"
     if not path.is_dir():
-        raise CriticLoadError(f"{path}: not a saved critic (no such directory)")
+        raise CriticLoadError(f"{path}: not a saved critic ({'a file, not a folder' if path.exists() else 'no such directory'})")
     if not meta_file.is_file():
         raise CriticLoadError(f"{path}: not a saved critic (no critic.json)")
     try:

@@ -650,7 +650,7 @@ def detect_format(path: str | Path, options: InputOptions = InputOptions()) -> s
         raise DocumentError(f"{where}: cannot tell the format: no 'sections' (documents), no 'doc_id' with "
                             f"'resps' (lm-eval), no {options.text_field!r} (text-jsonl); keys: {', '.join(obj)}; "
                             "name the text field with --text-field or give --format")
-    raise DocumentError(f"{path}: holds no documents (the file is empty)")
+    raise DocumentError(f"{path}: holds no documents (empty, or blank lines only)")
 
 
 def _looks_like_sections(obj: dict) -> bool:

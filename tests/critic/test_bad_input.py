@@ -28,7 +28,7 @@ DOC = {"id": "a", "sections": [{"title": "name", "text": "x"}, {"title": "synops
 BAD_JSONL = {
     # class: (file bytes, message after the path)
     "missing": (None, ": no such file"),
-    "empty": (b"", ": holds no documents (the file is empty)"),
+    "empty": (b"", ": holds no documents (empty, or blank lines only)"),
     "invalid_json": (json.dumps(DOC).encode() + b'\n{"id": "b", "sections": [\n', ":2: invalid JSON"),
     "non_utf8": (b'{"id": "a", "sections": [{"title": "t", "text": "\xff"}]}\n', ":1: line is not valid UTF-8"),
     "sections_not_list": (b'{"id": "a", "sections": "name synopsis"}\n', ":1: document 'a' has no 'sections' list"),
@@ -149,6 +149,8 @@ DAMAGE = {
     "relabelled as another kind": (_tamper("critic", "hsmm"), "was changed after saving"),
     "tampered counts": (_tamper("state", {"delta": 0.5}), "was changed after saving"),
     "not a critic": (lambda m: shutil.rmtree(m), "not a saved critic (no such directory)"),
+    "a file given as the critic": (lambda m: (shutil.rmtree(m), m.write_text("{}")),
+                                   "not a saved critic (a file, not a folder)"),
 }
 
 

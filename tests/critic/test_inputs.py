@@ -597,7 +597,7 @@ def test_detect_format(tmp_path):
      "(text-jsonl); keys: output, id; name the text field with --text-field or give --format"),
     ("l.jsonl", b'["x"]\n', ":1: expected a JSON object per line, got a list"),
     ("j.jsonl", b'{"text": \n', ":1: invalid JSON"),
-    ("e.jsonl", b"\n\n", ": holds no documents (the file is empty)"),
+    ("e.jsonl", b"\n\n", ": holds no documents (empty, or blank lines only)"),
     ("g.csv", b"text\nx\n", ": cannot tell the format from the suffix '.csv' (auto knows .jsonl, .json, .parquet, "
                             ".txt and folders); give --format"),
 ])
