@@ -89,7 +89,7 @@ def test_a_worker_that_loads_another_critic_refuses(cluster, job):
     assert other.state_sha256() != critic.state_sha256()
     scorer = dask_scorer(cluster, tmp / "critic", other, seed=0)
     with pytest.raises(Exception, match=r"the critic a worker loads .* is not the client's"):
-        list(scorer([Chunk(0, 3, docs[:3], 0, True)]))
+        list(scorer([Chunk(0, 3, docs[:3], 0, True, [])]))
 
 
 def test_the_command_runs_on_an_embedded_cluster(job, tmp_path, capsys):
