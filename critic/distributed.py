@@ -130,8 +130,22 @@ def check_scheduler(address: str, timeout: float = SCHEDULER_SECONDS) -> None:
     answers (the client's own timeout does not bound its handshake), and when what answers is no Dask scheduler
     (an HTTP server's reply read as a Dask frame asks for exabytes)."""
     import asyncio
+    import socket
 
     from distributed.comm import connect
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    where = f"--scheduler {address}"
+    try:
+        scheme, location = parse_address(address)
+        host, port = parse_host_port(location) if scheme in ("tcp", "tls") else (None, None)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{where}: not a scheduler address ({exc}); expected tcp://HOST:PORT") from None
+    if host is not None:  # a closed port is said at once (Dask's connect retries it until its timeout)
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+        except OSError as exc:
+            raise ValueError(f"{where}: cannot connect ({exc.strerror or exc})") from None
 
     async def identity() -> object:
         comm = await connect(address, timeout=timeout)
@@ -141,7 +155,6 @@ def check_scheduler(address: str, timeout: float = SCHEDULER_SECONDS) -> None:
         finally:
             comm.abort()
 
-    where = f"--scheduler {address}"
     try:
         reply = asyncio.run(asyncio.wait_for(identity(), timeout))
     except (asyncio.TimeoutError, TimeoutError):

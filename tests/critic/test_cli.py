@@ -153,7 +153,7 @@ def test_fit_help_gives_what_a_critic_needs_and_each_setting_with_its_default(ca
     assert f"Needs: {SectionTransitionCritic.needs}" in out
     params = [p for p in inspect.signature(SectionTransitionCritic.__init__).parameters.values() if p.name != "self"]
     assert params and all(f"{p.name}: " in out for p in params)
-    assert "delta: a number or null (> 0) (default null)" in out and "normalize_titles: a boolean (default true)" in out
+    assert "delta: a number or null (>= 1e-12 and <= 1e+12) (default null)" in out and "normalize_titles: a boolean (default true)" in out
 
 
 def sections_by_hand(doc):

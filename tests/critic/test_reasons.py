@@ -15,7 +15,7 @@ from critic.critic import MAX_REASONS, Critic
 from critic.document import DocumentError, write_jsonl
 from critic.panel import criticize_panel, explain_flags, load_results
 from critic.report import write_panel_report
-from critic.results import DocumentResult
+from critic.results import DocumentResult, markdown_cell
 from critics.sections import SectionTransitionCritic
 
 
@@ -97,9 +97,11 @@ def test_reasons_round_trip_through_documents_jsonl_and_show_in_report_md(sets, 
     md = (out / "report.md").read_text()
     assert "| set | document | critics | min q | min outlier p | why |" in md
     for f in panel.flagged():
-        why = "<br>".join(f"{label}: {'; '.join(lines)}".replace("|", "\\|") for label, lines in f.reasons.items())
-        assert f"| {f.set} | {f.id} | {', '.join(f.by)} | {f.min_q_value:.4f} | {f.min_p_value:.4f} | {why} |" in md
-    assert "<b>" in md and " \\| a & b" in md  # Markdown keeps the text; only the cell separator is escaped
+        why = "<br>".join(markdown_cell(f"{label}: {'; '.join(lines)}") for label, lines in f.reasons.items())
+        assert f"| {f.set} | {markdown_cell(f.id)} | {', '.join(f.by)} | {f.min_q_value:.4f} | {f.min_p_value:.4f} | " \
+               f"{why} |" in md
+    # Markdown keeps the text: the cell separator and HTML's brackets are escaped (shown, never rendered)
+    assert "<b>" not in md and "\\<b\\>" in md and " \\| a & b" in md
     lines = (out / "documents.jsonl").read_text().splitlines()
     k = next(i for i, line in enumerate(lines) if '"reasons"' in line)
     row = json.loads(lines[k])
@@ -152,7 +154,7 @@ def test_critic_outliers_prints_why_each_listed_document_is_unlikely(sets, tmp_p
         cells = [c.strip() for c in line.strip("|").split(" | ")]
         doc_id, why = cells[2], cells[-1]
         d = DocumentResult(doc_id, float(cells[3]), float(cells[4]), float(cells[5]), float(cells[6]))
-        assert why == "; ".join(critic.explain(d, docs[doc_id])) and " -> " in why
+        assert why == markdown_cell("; ".join(critic.explain(d, docs[doc_id]))) and " -\\> " in why
 
 
 def test_critic_compare_writes_the_listed_outliers_reasons(sets, tmp_path):
@@ -173,4 +175,4 @@ def test_critic_compare_writes_the_listed_outliers_reasons(sets, tmp_path):
     docs = {"reference": {d.id: d for d in reference}, "permuted": {d.id: d for d in candidates["permuted"]}}
     report = (tmp_path / "r" / "report.md").read_text()
     for name, d in result.outliers(top=3):
-        assert d.reasons == critic.explain(d, docs[name][d.id]) and "; ".join(d.reasons) in report
+        assert d.reasons == critic.explain(d, docs[name][d.id]) and markdown_cell("; ".join(d.reasons)) in report
