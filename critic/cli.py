@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from . import progress, registry
-from .cli_args import (called_options, common_options, flag_rule, fold_count, named_file, named_number, outlier_options,
-                       positive_int, resampling_options, set_name, signature_options)
+from .cli_args import (add_input_arguments, called_options, common_options, flag_rule, fold_count, input_options,
+                       named_file, named_number, outlier_options, positive_int, read_with_args, resampling_options,
+                       set_name, signature_options)
 from .config import (ConfigError, check_config, check_params, describe_settings, line_of, read_toml, seeded_params,
                      suggest)
 from .helptext import plain_help
@@ -79,18 +80,6 @@ class _Parser(argparse.ArgumentParser):
         super().error(message)
 
 
-def _input_options(p: argparse.ArgumentParser, *, reference: bool = False) -> None:
-    from .inputs import add_arguments
-
-    add_arguments(p, reference=reference)
-
-
-def _read(args, path: Path, name: str | None = None, *, detect: bool = False) -> tuple[list, dict]:
-    from .inputs import read_with_args
-
-    return read_with_args(args, path, name, detect=detect)
-
-
 # ------------------------------------------------------------------ commands
 def cmd_list(args) -> int:
     print("Critics (critic fit NAME --help for settings):")
@@ -128,8 +117,8 @@ def cmd_fit(args) -> int:
     cls = registry.get_critic(args.critic)
     params = seeded_params(cls, _params(cls, args.params), args.seed, where="--params")
     check_replaceable(args.out, "critic")
-    train, _ = _read(args, args.train)
-    valid = _read(args, args.valid)[0] if args.valid else None
+    train, _ = read_with_args(args, args.train)
+    valid = read_with_args(args, args.valid)[0] if args.valid else None
     print(f"fitting {args.critic} on {len(train)} documents"
           + (f" (validation: {len(valid)})" if valid else "") + " ...", file=sys.stderr, flush=True)
     check = None
@@ -176,7 +165,7 @@ def _fit_checking_seeds(args, cls: type, params: dict, train: list, valid: list 
 
 def cmd_score(args) -> int:
     from .critic import Critic
-    from .inputs import ReadReport, iter_documents, options_from_args
+    from .inputs import ReadReport, iter_documents
     from .streaming import parse_shard, score_stream, scored_chunks
 
     critic = Critic.load(args.critic_dir, device=args.device)
@@ -186,7 +175,7 @@ def cmd_score(args) -> int:
     if (args.workers or args.scheduler) and not args.out:
         raise ValueError("--workers / --scheduler write chunks as they finish: give --out FILE")
     read = ReadReport(skipped_documents=[])  # each generation the reader skips gets a row
-    docs = iter_documents(args.input, options_from_args(args), report=read)
+    docs = iter_documents(args.input, input_options(args), report=read)
     if args.out:
         with _dask_client(args) as client:
             scorer = None
@@ -263,8 +252,8 @@ def cmd_compare(args) -> int:
     named = _candidates(args.candidate, "reference")
     check_replaceable(args.out, "report")  # before any work (and again when the report is swapped in)
     critic = Critic.load(args.critic_dir, device=args.device)
-    reference, _ = _read(args, args.reference, "reference", detect=True)
-    candidates = {name: _read(args, path, name)[0] for name, path in named.items()}
+    reference, _ = read_with_args(args, args.reference, "reference", detect=True)
+    candidates = {name: read_with_args(args, path, name)[0] for name, path in named.items()}
     require_comparable_shapes(reference, candidates, sections=args.sections)
     paths = {"reference": args.reference, **named}
     result = criticize(critic, reference, candidates, paths=paths, n_bootstrap=args.n_bootstrap,
@@ -288,8 +277,8 @@ def cmd_outliers(args) -> int:
     from .report import outliers_table
 
     critic = Critic.load(args.critic_dir, device=args.device)
-    reference = _read(args, args.reference, "reference", detect=True)[0]
-    documents = _read(args, args.input)[0]
+    reference = read_with_args(args, args.reference, "reference", detect=True)[0]
+    documents = read_with_args(args, args.input)[0]
     require_comparable_shapes(reference, {"input": documents}, sections=args.sections)
     result = criticize(critic, reference, {"input": documents},
                        paths={"reference": args.reference, "input": args.input},
@@ -355,10 +344,10 @@ def cmd_report(args) -> int:
     check_replaceable(args.out, "report")  # before any work (and again when the report is swapped in)
     critics = {label: Critic.load(path, device=args.device) for label, path in dirs.items()}
     reads: dict[str, dict] = {}
-    reference, reads["reference"] = _read(args, args.reference, "reference", detect=True)
+    reference, reads["reference"] = read_with_args(args, args.reference, "reference", detect=True)
     candidates = {}
     for name, path in named.items():
-        candidates[name], reads[name] = _read(args, path, name)
+        candidates[name], reads[name] = read_with_args(args, path, name)
     require_comparable_shapes(reference, candidates, sections=args.sections)
     panel = criticize_panel(critics, reference, candidates, reads=reads, **flag_rule(args), top=args.top,
                             paths={"reference": args.reference, **named}, n_bootstrap=args.n_bootstrap,
@@ -521,7 +510,7 @@ def _add_fit(p: argparse.ArgumentParser) -> None:
                             "fitted on the other K - 1 folds (K more fits), beside --valid scored by the critic; 0: "
                             f"--valid only (default for this critic: {cls.calibration_folds}; docs/outliers.md)")
         common_options(f)
-        _input_options(f)
+        add_input_arguments(f)
         f.set_defaults(func=cmd_fit)
 
 
@@ -539,7 +528,7 @@ def _add_score(p: argparse.ArgumentParser) -> None:
                    help=f"batches per chunk, the unit written, resumed, sharded and sent to a Dask worker "
                         f"(default: about {CHUNK_DOCUMENTS} documents; fewer for the slow critics)")
     common_options(p)
-    _input_options(p)
+    add_input_arguments(p)
     p.set_defaults(func=cmd_score)
 
 
@@ -558,7 +547,7 @@ def _add_compare(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=positive_int, default=10, help="outliers listed per set (default 10)")
     resampling_options(p)
     common_options(p)
-    _input_options(p, reference=True)
+    add_input_arguments(p, reference=True)
     p.set_defaults(func=cmd_compare)
 
 
@@ -579,7 +568,7 @@ def _add_report(p: argparse.ArgumentParser) -> None:
                    help="MAUVE of each candidate against the reference (offline MiniLM features; sets of at least "
                         "50 documents)")
     common_options(p)
-    _input_options(p, reference=True)
+    add_input_arguments(p, reference=True)
     p.set_defaults(func=cmd_report)
 
 
@@ -591,7 +580,7 @@ def _add_outliers(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-bootstrap", type=positive_int, default=200, help="bootstrap resamples of the CIs (default 200)")
     outlier_options(p)
     common_options(p)
-    _input_options(p, reference=True)
+    add_input_arguments(p, reference=True)
     p.set_defaults(func=cmd_outliers)
 
 

@@ -1,7 +1,8 @@
 """Options and argument types that every command line of the package shares (``critic``, ``critic lm``, the
 commands of plugins): argparse types that name what they expected, the option groups of computing commands, and
 :func:`signature_options`, which turns a function's keyword parameters into options (``critic metric NAME``,
-``critic setup NAME``, ``critic data convert NAME``)."""
+``critic setup NAME``, ``critic data convert NAME``); and the reader's options (:func:`add_input_arguments`), so
+that :mod:`critic.inputs` knows nothing of argparse."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import argparse
 import inspect
 import math
 import os
+import sys
 import types
 import typing
 from collections.abc import Sequence as AbcSequence
@@ -16,9 +18,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .config import Range
+from .document import Document
+from .inputs import LM_EVAL_TEXTS, InputOptions, ReadReport, read_documents
+from .registry import list_formats
 
 __all__ = ["positive_int", "probability", "fold_count", "named_number", "named_file", "common_options", "resampling_options",
-           "outlier_options", "flag_rule", "signature_options", "called_options"]
+           "outlier_options", "flag_rule", "signature_options", "called_options", "add_input_arguments",
+           "input_options", "read_with_args"]
 
 
 def positive_int(text: str) -> int:
@@ -297,3 +303,47 @@ def signature_options(parser: argparse.ArgumentParser, fn: Callable, *, skip: in
 def called_options(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments that the options of :func:`signature_options` were given (or their defaults)."""
     return {name[len(_DEST):]: value for name, value in vars(args).items() if name.startswith(_DEST)}
+
+
+# ------------------------------------------------------------------ the reader's options
+def add_input_arguments(parser, *, format_option: str = "--format", reference: bool = False) -> None:
+    """The reader's options on a command that reads documents (``format_option``: the format flag's name,
+    for a command whose ``--format`` means something else, such as ``critic lm finetune``'s; ``reference``:
+    the command reads a ``--reference`` file, whose format is always detected)."""
+    g = parser.add_argument_group("input files", "how document files are read (every file this command reads)")
+    g.add_argument(format_option, dest="input_format", default="auto", metavar="FORMAT",
+                   help=f"input format: auto (the default: detected from each file), "
+                        f"{', '.join(list_formats(plugins=False))} or a plugin's"
+                        + ("; a --reference file's is always detected" if reference else ""))
+    g.add_argument("--text-field", default="text", help="free-text JSONL / Parquet / datasets: the text field")
+    g.add_argument("--id-field", default="id", help="free-text formats: the id field (absent: ids are NAME:LINE)")
+    g.add_argument("--sections", default="auto", metavar="auto|none|markdown|separator:STRING",
+                   help="free text into sections: auto (the default) splits a document at its Markdown headings "
+                        "when it has one with a title, else keeps it one untitled section (decided per document); "
+                        "none: always one untitled section; markdown: always split at # headings; or split on a "
+                        "separator such as separator:<|section|>")
+    g.add_argument("--lm-eval-text", default="continuation", choices=LM_EVAL_TEXTS,
+                   help="lm-eval samples: the generation alone (continuation, the default) or the request's prompt "
+                        "immediately followed by the generation (prompt+continuation: the whole text the model saw "
+                        "and wrote)")
+    g.add_argument("--separator", help=f"{format_option} text: the string between generations in one text file")
+
+
+def input_options(args, *, detect: bool = False) -> InputOptions:
+    """The :class:`InputOptions` of a command's :func:`add_input_arguments` options (``detect``: format ``auto``)."""
+    return InputOptions(format="auto" if detect else args.input_format, text_field=args.text_field,
+                        id_field=args.id_field, sections=args.sections, separator=args.separator,
+                        lm_eval_text=args.lm_eval_text)
+
+
+def read_with_args(args, path: str | Path, name: str | None = None, *, detect: bool = False
+                   ) -> tuple[list[Document], dict[str, Any]]:
+    """The documents at ``path`` as a command's :func:`add_input_arguments` options say, and what the reader did
+    (said on stderr when it skipped lines, made up ids, split documents at headings by ``--sections auto``
+    or has a warning: :meth:`ReadReport.worth_saying`).  ``detect``: detect the format even when one is
+    forced (a reference set's: usually the project's documents while the candidates are free text)."""
+    report = ReadReport()
+    docs = read_documents(path, input_options(args, detect=detect), name=name, report=report)
+    if report.worth_saying():
+        print(f"critic: {report.summary()}", file=sys.stderr)
+    return docs, {"path": str(path), **report.to_dict()}

@@ -1,7 +1,7 @@
 """Read documents from wherever a model's generations are: one reader for every command.
 
 Besides the project's own document JSONL (``documents``, read by :func:`critic.document.iter_jsonl`),
-:data:`FORMATS` reads free text: JSON lines with a text field (``text-jsonl``), lm-evaluation-harness
+the registered formats (:func:`critic.registry.register_format`; :data:`FORMAT_NAMES`) read free text: JSON lines with a text field (``text-jsonl``), lm-evaluation-harness
 per-sample logs (``lm-eval``), Parquet (``parquet``), a folder written by ``datasets``'
 ``save_to_disk`` (``datasets``), a folder of ``.txt`` files (``text-dir``), one generation per line
 (``lines``) and one text file with a separator between generations (``text``).  ``auto``
@@ -31,15 +31,15 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from .document import Document, DocumentError, Section, _json_type, check_file, collector_paused, compression, \
     is_pipe, iter_input_lines, iter_json_lines, iter_jsonl, read_input, uncompressed_name
+from .registry import get_format, list_formats, register_format
 from .terminal import path_text
 
-__all__ = ["InputOptions", "ReadReport", "InputFormat", "FORMATS", "LM_EVAL_TEXTS", "iter_documents",
-           "read_documents", "detect_format", "split_sections", "add_arguments", "options_from_args",
-           "read_with_args"]
+__all__ = ["InputOptions", "ReadReport", "InputFormat", "FORMAT_NAMES", "LM_EVAL_TEXTS", "iter_documents",
+           "read_documents", "detect_format", "split_sections"]
 
 BATCH_ROWS = 1024
 """Rows per record batch read from a Parquet file (it is never loaded whole)."""
@@ -52,7 +52,7 @@ LM_EVAL_TEXTS = ("continuation", "prompt+continuation")
 class InputOptions:
     """How to read an input: its format and, for free text, where the text, id and sections are.
 
-    ``format`` is ``"auto"`` or a key of :data:`FORMATS`.  ``text_field`` and ``id_field`` name the
+    ``format`` is ``"auto"`` or a registered format's name (:data:`FORMAT_NAMES`).  ``text_field`` and ``id_field`` name the
     fields of ``text-jsonl``, ``parquet`` and ``datasets`` records.  ``sections`` is ``"auto"``
     (``markdown`` for a text with a Markdown heading, else ``none``, decided per document), ``"none"``
     (one untitled section), ``"markdown"`` (see :func:`split_sections`) or ``"separator:STRING"``.
@@ -69,8 +69,12 @@ class InputOptions:
     lm_eval_text: str = "continuation"
 
     def __post_init__(self) -> None:
-        if self.format != "auto" and self.format not in FORMATS:
-            raise DocumentError(f"unknown input format {self.format!r}; choose auto, {', '.join(FORMATS)}")
+        if self.format != "auto":
+            try:
+                get_format(self.format)  # plugins are imported only when the name is not a built-in format's
+            except KeyError:
+                raise DocumentError(f"unknown input format {self.format!r}; choose auto, "
+                                    f"{', '.join(list_formats())}") from None
         if self.sections not in ("auto", "none", "markdown") and not (
                 self.sections.startswith("separator:") and len(self.sections) > len("separator:")):
             raise DocumentError(f"unknown sections mode {self.sections!r}; choose auto, none, markdown or "
@@ -139,7 +143,7 @@ class ReadReport:
         if self.skipped:
             parts.append(self.skips())
         if self.generated_ids:
-            parts.append(f"{self.generated_ids} ids made as {self.name}:{FORMATS[self.format].unit}")
+            parts.append(f"{self.generated_ids} ids made as {self.name}:{get_format(self.format).unit}")
         if self.dropped_metadata:
             parts.append("not JSON, left out of metadata: "
                          + ", ".join(f"{key} ×{n}" for key, n in self.dropped_metadata.items()))
@@ -330,22 +334,52 @@ def _pyarrow():
 
 # ------------------------------------------------------------------ formats
 class InputFormat:
-    """One way generations are stored: a ``name``, a one-line ``help``, the ``unit`` made-up ids
-    count (``LINE`` or ``ROW``) and :meth:`documents`.  A new format is a subclass and an entry in
-    :data:`FORMATS`."""
+    """One way generations are stored: a ``name``, a one-line ``help``, the ``unit`` made-up ids count (``LINE``
+    or ``ROW``), :meth:`documents`, and how ``auto`` knows it (:func:`detect_format`):
+
+    - a folder: ``folder_files`` (one of these names in it) or ``folder_suffix`` (files of this suffix in it);
+    - a file: one of ``suffixes`` (after a compression suffix), then :meth:`claims_file` (a format that reads
+      JSON lines says no there and decides by the first record, :meth:`claims_record`; ``record_hint`` says
+      what it looks for when no format takes a record).
+
+    A new format is a subclass registered with :func:`critic.registry.register_format` (a plugin's too); the
+    formats are tried in the order they were registered."""
 
     name: str
     help: str
     unit = "LINE"
+    folder_files: tuple[str, ...] = ()
+    folder_suffix: str | None = None
+    suffixes: tuple[str, ...] = ()
 
     def documents(self, path: Path, options: InputOptions, build: _Builder) -> Iterator[Document]:
         """The documents at ``path``, made with ``build``; :class:`DocumentError` for bad input."""
         raise NotImplementedError
 
+    def claims_file(self, path: Path, options: InputOptions) -> bool:
+        """Whether a file of one of :attr:`suffixes` is this format without reading it (``False``: the first
+        record decides); may raise :class:`DocumentError` with advice (a ``.txt`` file without a separator)."""
+        return type(self).claims_record is InputFormat.claims_record
+
+    def claims_record(self, record: dict, options: InputOptions) -> bool:
+        """Whether the first JSON object of a file is this format's."""
+        return False
+
+    def record_hint(self, options: InputOptions) -> str:
+        """What :meth:`claims_record` looks for, for the message when no format takes a record."""
+        return ""
+
 
 class DocumentsFormat(InputFormat):
     name = "documents"
     help = 'the project\'s document JSONL: {"id", "title", "sections": [{"title", "text"}], "metadata"}'
+    suffixes = (".jsonl", ".json")
+
+    def claims_record(self, record, options):  # a misspelt 'sections' gets the document reader's "did you mean"
+        return "sections" in record or (options.text_field not in record and _looks_like_sections(record))
+
+    def record_hint(self, options):
+        return "no 'sections' (documents)"
 
     def documents(self, path, options, build):
         return iter_jsonl(path)  # documents carry their own sections: options.sections is for free text
@@ -354,6 +388,13 @@ class DocumentsFormat(InputFormat):
 class TextJsonlFormat(InputFormat):
     name = "text-jsonl"
     help = "JSON lines, each an object with the generation in --text-field and its id in --id-field"
+    suffixes = (".jsonl", ".json")
+
+    def claims_record(self, record, options):
+        return options.text_field in record
+
+    def record_hint(self, options):
+        return f"no {options.text_field!r} (text-jsonl)"
 
     def documents(self, path, options, build):
         for where, obj in iter_json_lines(path):
@@ -382,6 +423,13 @@ class LmEvalFormat(InputFormat):
 
     name = "lm-eval"
     help = "lm-evaluation-harness per-sample logs (samples_TASK_DATE.jsonl) of a generate_until task"
+    suffixes = (".jsonl", ".json")
+
+    def claims_record(self, record, options):
+        return "doc_id" in record and ("resps" in record or "filtered_resps" in record)
+
+    def record_hint(self, options):
+        return "no 'doc_id' with 'resps' (lm-eval)"
 
     def documents(self, path, options, build):
         task = _LM_EVAL_NAME.fullmatch(uncompressed_name(path).name)
@@ -462,6 +510,7 @@ class ParquetFormat(InputFormat):
     name = "parquet"
     help = "a Parquet file, one generation a row in --text-field (needs pyarrow)"
     unit = "ROW"
+    suffixes = (".parquet",)
 
     def documents(self, path, options, build):
         pa = _pyarrow()
@@ -489,6 +538,7 @@ class DatasetsFormat(InputFormat):
     name = "datasets"
     help = "a folder written by datasets' save_to_disk (state.json and data-*.arrow; needs pyarrow)"
     unit = "ROW"
+    folder_files = ("dataset_info.json", "state.json", "dataset_dict.json")
 
     def documents(self, path, options, build):
         pa = _pyarrow()
@@ -537,6 +587,7 @@ def _json_file(path: Path) -> dict:
 class TextDirFormat(InputFormat):
     name = "text-dir"
     help = "a folder of .txt files, one generation each, the file name (less .txt) its id"
+    folder_suffix = ".txt"
 
     def documents(self, path, options, build):
         if not path.is_dir():
@@ -573,6 +624,13 @@ class TextFormat(InputFormat):
     name = "text"
     help = "a text file holding several generations separated by --separator"
     unit = "LINE[.K]"
+    suffixes = (".txt",)
+
+    def claims_file(self, path, options):
+        if options.separator is None:
+            raise DocumentError(f"{path}: a .txt file: give --format lines (one generation per line) or "
+                                "--separator STRING (generations separated by STRING)")
+        return True
 
     def documents(self, path, options, build):
         if options.separator is None:
@@ -593,62 +651,71 @@ class TextFormat(InputFormat):
             line += piece.count("\n") + options.separator.count("\n")
 
 
-FORMATS: dict[str, InputFormat] = {f.name: f for f in (
-    DocumentsFormat(), TextJsonlFormat(), LmEvalFormat(), ParquetFormat(), DatasetsFormat(), TextDirFormat(),
-    LinesFormat(), TextFormat())}
-"""Every input format by name; ``auto`` picks one with :func:`detect_format`."""
+for _format in (DocumentsFormat(), LmEvalFormat(), TextJsonlFormat(), ParquetFormat(), DatasetsFormat(),
+                TextDirFormat(), LinesFormat(), TextFormat()):
+    register_format(_format)
+
+
+class _FormatNames(Sequence[str]):
+    """``auto`` and the name of every registered input format (plugins' included), read when asked: the choices
+    of a config's ``format`` key."""
+
+    def __getitem__(self, index):
+        return ["auto", *list_formats()][index]
+
+    def __len__(self) -> int:
+        return 1 + len(list_formats())
+
+
+FORMAT_NAMES: Sequence[str] = _FormatNames()
 
 
 # ------------------------------------------------------------------ reading
 def detect_format(path: str | Path, options: InputOptions = InputOptions()) -> str:
-    """The format ``auto`` reads ``path`` as; :class:`DocumentError` naming what was looked at when
-    nothing fits.
+    """The format ``auto`` reads ``path`` as (each format says how it is known: :class:`InputFormat`, tried in
+    the order registered); :class:`DocumentError` naming what was looked at when nothing fits.
 
-    A folder is ``datasets`` when it has ``dataset_info.json``, ``state.json`` or
-    ``dataset_dict.json``, else ``text-dir`` when it has ``.txt`` files.  ``.parquet`` is
-    ``parquet``; ``.txt`` is ``text`` when a separator is given.  In a ``.jsonl`` or ``.json`` file
-    the first object decides: ``sections`` makes ``documents``, ``doc_id`` with ``resps`` or
-    ``filtered_resps`` ``lm-eval``, the text field ``text-jsonl``.  A compression suffix (``.gz``)
-    is looked through (``gens.jsonl.gz`` is a ``.jsonl`` file).  A named pipe is refused where its
-    first line would decide (it can be read only once).
+    Built in: a folder is ``datasets`` when it has ``dataset_info.json``, ``state.json`` or
+    ``dataset_dict.json``, else ``text-dir`` when it has ``.txt`` files.  ``.parquet`` is ``parquet``;
+    ``.txt`` is ``text`` when a separator is given.  In a ``.jsonl`` or ``.json`` file the first object
+    decides: ``sections`` makes ``documents``, ``doc_id`` with ``resps`` or ``filtered_resps`` ``lm-eval``,
+    the text field ``text-jsonl``.  A compression suffix (``.gz``) is looked through (``gens.jsonl.gz`` is a
+    ``.jsonl`` file).  A named pipe is refused where its first line would decide (it can be read only once).
     """
     path = Path(path)
+    formats = list(list_formats().values())
     if path.is_dir():
         names = {p.name for p in path.iterdir()}
-        if names & {"dataset_info.json", "state.json", "dataset_dict.json"}:
-            return "datasets"
-        if any(Path(n).suffix.lower() == ".txt" for n in names):
-            return "text-dir"
-        raise DocumentError(f"{path}: " + ("empty folder" if not names else
-                            "a folder with no .txt files and no dataset_info.json, state.json or dataset_dict.json")
+        for fmt in formats:
+            if names & set(fmt.folder_files) or (
+                    fmt.folder_suffix and any(Path(n).suffix.lower() == fmt.folder_suffix for n in names)):
+                return fmt.name
+        known = [n for f in formats for n in f.folder_files] + [f"{f.folder_suffix} files" for f in formats
+                                                                 if f.folder_suffix]
+        raise DocumentError(f"{path}: " + ("empty folder" if not names else f"a folder with none of {', '.join(known)}")
                             + "; give --format")
     if not os.path.exists(path):
         raise DocumentError(f"{path}: no such file or folder")
     suffix = uncompressed_name(path).suffix.lower()
-    if suffix == ".parquet":
-        return "parquet"
-    if suffix == ".txt":
-        if options.separator is None:
-            raise DocumentError(f"{path}: a .txt file: give --format lines (one generation per line) or "
-                                "--separator STRING (generations separated by STRING)")
-        return "text"
-    if suffix not in (".jsonl", ".json"):
+    candidates = [f for f in formats if suffix in f.suffixes]
+    if not candidates:
+        known = list(dict.fromkeys(s for f in formats for s in f.suffixes))
         raise DocumentError(f"{path}: cannot tell the format from the suffix {suffix or '(none)'!r} "
-                            "(auto knows .jsonl, .json, .parquet, .txt and folders); give --format")
+                            f"(auto knows {', '.join(known)} and folders); give --format")
+    for fmt in candidates:
+        if fmt.claims_file(path, options):
+            return fmt.name
     if is_pipe(path):  # telling the format reads its first line, and a pipe can be read only once
         raise DocumentError(f"{path}: a pipe can be read only with --format FORMAT given (auto would read its "
                             "first line to tell the format, and a pipe can be read only once)")
     for where, obj in iter_json_lines(path):
         if not isinstance(obj, dict):
             raise DocumentError(f"{where}: expected a JSON object per line, got a {_json_type(obj)}")
-        if "sections" in obj or (options.text_field not in obj and _looks_like_sections(obj)):
-            return "documents"  # (a misspelt 'sections' gets the document reader's "did you mean")
-        if "doc_id" in obj and ("resps" in obj or "filtered_resps" in obj):
-            return "lm-eval"
-        if options.text_field in obj:
-            return "text-jsonl"
-        raise DocumentError(f"{where}: cannot tell the format: no 'sections' (documents), no 'doc_id' with "
-                            f"'resps' (lm-eval), no {options.text_field!r} (text-jsonl); keys: {', '.join(obj)}; "
+        for fmt in candidates:
+            if fmt.claims_record(obj, options):
+                return fmt.name
+        hints = ", ".join(h for h in (f.record_hint(options) for f in candidates) if h)
+        raise DocumentError(f"{where}: cannot tell the format: {hints}; keys: {', '.join(obj)}; "
                             "name the text field with --text-field or give --format")
     raise DocumentError(f"{path}: holds no documents (empty, or blank lines only)")
 
@@ -675,7 +742,7 @@ def iter_documents(path: str | Path, options: InputOptions = InputOptions(), *, 
     report.path, report.format = str(path), fmt
     report.name = name if name is not None else path_text(path.name if path.is_dir() else uncompressed_name(path).stem)
     build = _Builder(report.name, options, report)
-    for doc in FORMATS[fmt].documents(path, options, build):
+    for doc in get_format(fmt).documents(path, options, build):
         report.n_read += 1
         yield doc
     if not report.n_read:
@@ -688,48 +755,3 @@ def read_documents(path: str | Path, options: InputOptions = InputOptions(), *, 
     """Every document at ``path`` (see :func:`iter_documents`); none is an error (nothing to criticise)."""
     with collector_paused():
         return list(iter_documents(path, options, name=name, report=report))
-
-
-# ------------------------------------------------------------------ the command line
-def add_arguments(parser, *, format_option: str = "--format", reference: bool = False) -> None:
-    """The reader's options on a command that reads documents (``format_option``: the format flag's name,
-    for a command whose ``--format`` means something else, such as ``critic lm finetune``'s; ``reference``:
-    the command reads a ``--reference`` file, whose format is always detected)."""
-    g = parser.add_argument_group("input files", "how document files are read (every file this command reads)")
-    g.add_argument(format_option, dest="input_format", default="auto", choices=["auto", *FORMATS],
-                   help="input format (default: detected from each file)"
-                        + ("; a --reference file's is always detected" if reference else ""))
-    g.add_argument("--text-field", default="text", help="free-text JSONL / Parquet / datasets: the text field")
-    g.add_argument("--id-field", default="id", help="free-text formats: the id field (absent: ids are NAME:LINE)")
-    g.add_argument("--sections", default="auto", metavar="auto|none|markdown|separator:STRING",
-                   help="free text into sections: auto (the default) splits a document at its Markdown headings "
-                        "when it has one with a title, else keeps it one untitled section (decided per document); "
-                        "none: always one untitled section; markdown: always split at # headings; or split on a "
-                        "separator such as separator:<|section|>")
-    g.add_argument("--lm-eval-text", default="continuation", choices=LM_EVAL_TEXTS,
-                   help="lm-eval samples: the generation alone (continuation, the default) or the request's prompt "
-                        "immediately followed by the generation (prompt+continuation: the whole text the model saw "
-                        "and wrote)")
-    g.add_argument("--separator", help=f"{format_option} text: the string between generations in one text file")
-
-
-def options_from_args(args, *, detect: bool = False) -> InputOptions:
-    """The :class:`InputOptions` of a command's :func:`add_arguments` options (``detect``: format ``auto``)."""
-    return InputOptions(format="auto" if detect else args.input_format, text_field=args.text_field,
-                        id_field=args.id_field, sections=args.sections, separator=args.separator,
-                        lm_eval_text=args.lm_eval_text)
-
-
-def read_with_args(args, path: str | Path, name: str | None = None, *, detect: bool = False
-                   ) -> tuple[list[Document], dict[str, Any]]:
-    """The documents at ``path`` as a command's :func:`add_arguments` options say, and what the reader did
-    (said on stderr when it skipped lines, made up ids, split documents at headings by ``--sections auto``
-    or has a warning: :meth:`ReadReport.worth_saying`).  ``detect``: detect the format even when one is
-    forced (a reference set's: usually the project's documents while the candidates are free text)."""
-    import sys
-
-    report = ReadReport()
-    docs = read_documents(path, options_from_args(args, detect=detect), name=name, report=report)
-    if report.worth_saying():
-        print(f"critic: {report.summary()}", file=sys.stderr)
-    return docs, {"path": str(path), **report.to_dict()}

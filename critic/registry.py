@@ -6,6 +6,7 @@ Each kind is a :class:`Registry` (one generic table: claim a name once, look it 
 - a metric with ``register_metric(name, fn, description, command=...)`` (``critic metric NAME``);
 - a corpus builder (``critic data build NAME``) with ``register_corpus(name, build, description)``;
 - a format users bring (``critic data convert NAME``) with ``register_converter(name, convert, description)``;
+- an input format every command reads (``--format NAME``) with ``register_format(InputFormat())``;
 - a tool to build (``critic setup NAME``) with ``register_setup(name, fn, description)``;
 - an experiment runner (``critic run CONFIG.toml``) with ``@register_runner(name, schema)``;
 - a command of its own (``critic NAME ...``) with ``register_command(name, add, help)``.
@@ -46,16 +47,19 @@ __all__ = [
     "register_converter",
     "register_setup",
     "register_command",
+    "register_format",
     "get_critic",
     "get_metric",
     "get_corpus",
     "get_runner",
+    "get_format",
     "list_critics",
     "list_metrics",
     "list_corpora",
     "list_converters",
     "list_setups",
     "list_commands",
+    "list_formats",
     "load_plugins",
     "add_plugin",
     "plugin_errors",
@@ -127,6 +131,7 @@ _RUNNERS: Registry["RunnerEntry"] = Registry("runner")
 _CONVERTERS: Registry["ConverterEntry"] = Registry("format")
 _SETUPS: Registry["SetupEntry"] = Registry("tool")
 _COMMANDS: Registry["CommandEntry"] = Registry("command")
+_FORMATS: Registry[Any] = Registry("input format")
 _PLUGINS: dict[str, ModuleType] = {}
 _PLUGIN_ERRORS: dict[str, str] = {}
 
@@ -268,6 +273,13 @@ def register_setup(name: str, fn: Callable, description: str = "") -> Callable:
     return fn
 
 
+def register_format(fmt: Any) -> Any:
+    """Register an input format (a :class:`critic.inputs.InputFormat` instance) under its ``name``: every command
+    that reads documents can read it (``--format NAME``), and ``auto`` knows it as the format says; returns it."""
+    _FORMATS.claim(fmt.name, fmt, type(fmt))
+    return fmt
+
+
 def register_command(name: str, add: Callable | str, help: str) -> None:
     """Register ``critic NAME``: ``add(parser)`` (or ``"package.module:function"``) fills its parser, ``help`` is
     its line in ``critic --help`` (see :class:`CommandEntry`)."""
@@ -372,6 +384,10 @@ def get_corpus(name: str) -> CorpusEntry:
     return _CORPORA.get(name)
 
 
+def get_format(name: str) -> Any:
+    return _FORMATS.get(name)
+
+
 def get_runner(spec: str) -> RunnerEntry:
     """A runner by registered name, or by ``package.module:function`` (importing the module registers it)."""
     if not isinstance(spec, str) or not spec:
@@ -410,6 +426,12 @@ def list_converters() -> dict[str, ConverterEntry]:
 
 def list_setups() -> dict[str, SetupEntry]:
     return _SETUPS.all()
+
+
+def list_formats(*, plugins: bool = True) -> dict[str, Any]:
+    """The input formats in the order registered (``auto`` tries them in it); ``plugins=False``: without
+    importing a plugin."""
+    return _FORMATS.all(plugins=plugins, by_name=False)
 
 
 def list_commands(*, plugins: bool = True) -> dict[str, CommandEntry]:

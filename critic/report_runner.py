@@ -43,7 +43,7 @@ from .config import ConfigError, Key, Schema, check_params, seeded_params
 from .critic import Critic
 from .criticism import require_comparable_shapes
 from .outliers import OUTLIER_SCORES
-from .inputs import FORMATS, LM_EVAL_TEXTS, InputOptions, ReadReport, read_documents
+from .inputs import FORMAT_NAMES, LM_EVAL_TEXTS, InputOptions, ReadReport, read_documents
 from .io import sha256_file
 from .panel import FLAG_FDR, FLAG_TOP, add_set_statistics, criticize_panel
 from .registry import get_critic, register_runner
@@ -60,7 +60,7 @@ SCHEMA = Schema(
             "candidates": Key(dict, help="name -> file of generations to criticise"),
         },
         "inputs": {
-            "format": Key(str, "auto", choices=("auto", *FORMATS), help="the candidates' format (the reference's "
+            "format": Key(str, "auto", choices=FORMAT_NAMES, help="the candidates' format (the reference's "
                                                                         "is detected)"),
             "text_field": Key(str, "text", help="free-text formats: the text field"),
             "id_field": Key(str, "id", help="free-text formats: the id field"),

@@ -125,3 +125,11 @@ def test_the_critics_share_the_toolkit_s_encoders_not_the_metrics_plugin_s():
     assert "critic.lm.encoders" in graph["critics.sections.classifier"]
     assert sorted(name for name, targets in graph.items() if "critics.metrics.encoders" in targets
                   and not name.startswith("critics.metrics")) == []
+
+
+def test_the_reader_knows_nothing_of_the_command_line():
+    """Issue 39: the reader (formats, detection, documents) takes InputOptions, never an argparse namespace; the
+    command-line options over it live in critic.cli_args."""
+    graph = _graph("critic")
+    assert not {"argparse", "critic.cli", "critic.cli_args"} & graph["critic.inputs"]
+    assert "args." not in (ROOT / "critic" / "inputs.py").read_text(encoding="utf-8")

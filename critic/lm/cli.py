@@ -46,7 +46,7 @@ def _tiny_pair(args, train_docs, fmt):
 
 
 def cmd_finetune(args) -> int:
-    from ..inputs import read_with_args
+    from ..cli_args import read_with_args
     from .finetune import FinetuneConfig, finetune
     from .format import DocumentFormat
 
@@ -101,7 +101,7 @@ def cmd_sample(args) -> int:
 
 
 def cmd_ppl(args) -> int:
-    from ..inputs import read_with_args
+    from ..cli_args import read_with_args
     from .ppl import perplexity
 
     docs = read_with_args(args, args.docs)[0]
@@ -119,7 +119,7 @@ def cmd_ppl(args) -> int:
 def add_parser(lm: argparse.ArgumentParser) -> None:
     """Fill ``critic lm`` (``finetune``, ``sample``, ``ppl``): registered by :mod:`critic.cli` as
     ``critic.lm.cli:add_parser``, imported only when ``critic lm`` is used."""
-    from ..inputs import add_arguments
+    from ..cli_args import add_input_arguments
 
     sub = lm.add_subparsers(dest="lm_command", required=True, metavar="LM_COMMAND")
 
@@ -160,7 +160,7 @@ def add_parser(lm: argparse.ArgumentParser) -> None:
         p.add_argument(f"--tiny-{k}", type=positive_int, default=None, help=f"tiny model: {k} (default {v})")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     common_options(p)
-    add_arguments(p, format_option="--input-format")  # --format is the document format of the LM's text
+    add_input_arguments(p, format_option="--input-format")  # --format is the document format of the LM's text
     p.set_defaults(func=cmd_finetune)
 
     p = sub.add_parser("sample", help="sample documents from a fine-tuned model folder (resumable)")
@@ -189,5 +189,5 @@ def add_parser(lm: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda[:N]")
-    add_arguments(p, format_option="--input-format")
+    add_input_arguments(p, format_option="--input-format")
     p.set_defaults(func=cmd_ppl)

@@ -26,7 +26,7 @@ def _resolve_main(args) -> int:
     import json
 
     from critic.document import write_jsonl
-    from critic.inputs import read_with_args
+    from critic.cli_args import read_with_args
 
     from .resolvers import annotate
 
@@ -43,8 +43,7 @@ def _add_parser(p) -> None:
     import argparse
     from pathlib import Path
 
-    from critic.cli_args import positive_int
-    from critic.inputs import add_arguments
+    from critic.cli_args import add_input_arguments, positive_int
 
     sub = p.add_subparsers(dest="coref_command", required=True, metavar="COREF_COMMAND")
     r = sub.add_parser("resolve", help="resolve documents with neuralcoref into DIR/documents.jsonl (resumable)",
@@ -52,7 +51,7 @@ def _add_parser(p) -> None:
     r.add_argument("documents", type=Path, help="documents (any format critic reads: see --format)")
     r.add_argument("--out", type=Path, required=True, help="folder: resolutions.jsonl (log) and documents.jsonl")
     r.add_argument("--batch-size", type=positive_int, default=16, help="documents per worker request")
-    add_arguments(r)
+    add_input_arguments(r)
     r.set_defaults(func=_resolve_main)
 
 

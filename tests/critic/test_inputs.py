@@ -13,8 +13,9 @@ import pytest
 
 from critic import inputs
 from critic.document import Document, DocumentError, Section, write_jsonl
-from critic.inputs import FORMATS, InputOptions, ReadReport, add_arguments, detect_format, iter_documents, \
-    options_from_args, read_documents, read_with_args, split_sections
+from critic.cli_args import add_input_arguments, input_options, read_with_args
+from critic.inputs import FORMAT_NAMES, InputOptions, ReadReport, detect_format, iter_documents, read_documents, \
+    split_sections
 
 import pyarrow as pa  # noqa: E402  (critic[arrow]: installed by .ci/install.sh, never skipped)
 import pyarrow.ipc  # noqa: E402,F401  (pa.ipc)
@@ -34,7 +35,7 @@ def untitled(doc_id, text):
 def cli_args(*argv):
     """What a command that reads documents parses from ``argv`` (its reader options only)."""
     parser = argparse.ArgumentParser()
-    add_arguments(parser)
+    add_input_arguments(parser)
     return parser.parse_args(list(argv))
 
 
@@ -259,15 +260,15 @@ def test_read_with_args_says_the_warning_and_the_auto_splits_on_stderr(tmp_path,
 
 
 def test_command_line_defaults_are_the_options_defaults():
-    assert options_from_args(cli_args()) == InputOptions()
-    assert options_from_args(cli_args("--sections", "markdown", "--lm-eval-text", "prompt+continuation")) == \
+    assert input_options(cli_args()) == InputOptions()
+    assert input_options(cli_args("--sections", "markdown", "--lm-eval-text", "prompt+continuation")) == \
         InputOptions(sections="markdown", lm_eval_text="prompt+continuation")
     with pytest.raises(SystemExit):
         cli_args("--lm-eval-text", "prompt")
 
 
 def test_options_are_checked():
-    with pytest.raises(DocumentError, match="unknown input format 'csv'; choose auto, documents, text-jsonl"):
+    with pytest.raises(DocumentError, match="unknown input format 'csv'; choose auto, documents, lm-eval, text-jsonl"):
         InputOptions(format="csv")
     with pytest.raises(DocumentError, match="unknown sections mode 'separator:'"):
         InputOptions(sections="separator:")
@@ -511,8 +512,8 @@ def test_empty_folders(tmp_path):
     assert raises(folder) == f"{folder}: empty folder; give --format"
     assert raises(folder, InputOptions(format="text-dir")) == f"{folder}: holds no documents"
     (folder / "x.csv").write_text("a,b\n")
-    assert raises(folder) == (f"{folder}: a folder with no .txt files and no dataset_info.json, state.json or "
-                              "dataset_dict.json; give --format")
+    assert raises(folder) == (f"{folder}: a folder with none of dataset_info.json, state.json, dataset_dict.json, "
+                              ".txt files; give --format")
 
 
 def test_lines(tmp_path):
@@ -588,7 +589,8 @@ def test_detect_format(tmp_path):
         "ds": "datasets", "txts": "text-dir"}
     assert detect_format(tmp_path / "o.jsonl", InputOptions(text_field="output")) == "text-jsonl"
     assert detect_format(tmp_path / "g.txt", InputOptions(separator="\n\n")) == "text"
-    assert set(FORMATS) == {"documents", "text-jsonl", "lm-eval", "parquet", "datasets", "text-dir", "lines", "text"}
+    assert set(FORMAT_NAMES) == {"auto", "documents", "text-jsonl", "lm-eval", "parquet", "datasets", "text-dir", "lines",
+                                 "text"}
 
 
 @pytest.mark.parametrize("name, content, message", [
@@ -794,3 +796,54 @@ def test_a_named_pipe_that_auto_would_read_twice_is_refused(tmp_path):
     assert raises(pipe) == (f"{pipe}: a pipe cannot be read as Parquet (it is read from its end, so it must be a "
                             "file): write it to a file first")
     assert raises(tmp_path, InputOptions(format="lines")) == f"{tmp_path}: a folder, not a file"
+
+
+def test_a_plugin_adds_an_input_format_that_auto_knows(tmp_path, monkeypatch, capsys, fixture_manpage_root):
+    """Formats are registered like critics: a plugin's format is read by every command, by name or by ``auto``
+    (here by its suffix), in the order registered after the built-in ones."""
+    from critic import registry
+    from critic.cli import main
+
+    plugin = tmp_path / "tsv_format.py"
+    plugin.write_text('''
+from critic.document import DocumentError
+from critic.inputs import InputFormat
+from critic.registry import register_format
+
+
+class TsvFormat(InputFormat):
+    name = "tsv"
+    help = "ID<TAB>TEXT lines"
+    suffixes = (".tsv",)
+
+    def documents(self, path, options, build):
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            doc_id, sep, text = line.partition("\\t")
+            if not sep:
+                raise DocumentError(f"{path}:{number}: expected ID<TAB>TEXT")
+            doc = build.document(f"{path}:{number}", number, text.replace("\\\\n", "\\n"), doc_id)
+            if doc is not None:
+                yield doc
+
+
+register_format(TsvFormat())
+''')
+    monkeypatch.setenv("CRITIC_PLUGINS", "")
+    monkeypatch.setattr(registry, "_FORMATS", registry._FORMATS.copy())
+    monkeypatch.setattr(registry, "_PLUGINS", dict(registry._PLUGINS))
+    data = tmp_path / "data"
+    assert main(["data", "build", "manpages", "--root", str(fixture_manpage_root), "--no-install", "--out",
+                 str(data)]) == 0
+    assert main(["fit", "sections", "--train", str(data / "train.jsonl"), "--out", str(tmp_path / "m"),
+                 "--params", '{"delta": 0.1}']) == 0
+    gens = tmp_path / "gens.tsv"
+    gens.write_text("a\t# NAME\\nx - y\\n# DESCRIPTION\\nz\nb\t\n")
+    capsys.readouterr()
+    assert main(["--plugin", str(plugin), "score", str(tmp_path / "m"), "--input", str(gens)]) == 0
+    captured = capsys.readouterr()
+    rows = [json.loads(line) for line in captured.out.splitlines()]
+    assert [r["id"] for r in rows] == ["a", "b"] and rows[0]["latent_steps"] == 3 and rows[1]["read"] is False
+    assert f"{gens}: 1 documents (tsv); skipped 1: empty text (first at {gens}:2)" in captured.err
+    assert list(registry.list_formats())[-1] == "tsv" and detect_format(gens) == "tsv"
+    assert main(["--plugin", str(plugin), "score", str(tmp_path / "m"), "--input", str(gens), "--format", "tvs"]) == 2
+    assert "unknown input format 'tvs'; choose auto, documents" in capsys.readouterr().err
