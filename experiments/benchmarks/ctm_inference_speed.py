@@ -33,8 +33,8 @@ max ``|T - T_ref|`` and the median ``|m - m_ref|``; Newton meets the bar when it
 most adam's.
 
 ``--grid``: Newton again over a grid of settings (draws 16/24/32, active topics 16/24/48 -- the topics that
-keep the full curvature, ``ctm._ACTIVE_TOPICS`` -- tolerance 1e-5/3e-5, and no first stage or one on 8 draws,
-``ctm._COARSE_DRAWS``; the module's constants are set for each run and restored), each timed and compared
+keep the full curvature, ``critics.topics.ctm.infer._ACTIVE_TOPICS`` -- tolerance 1e-5/3e-5, and no first stage or one on 8 draws,
+``critics.topics.ctm.infer._COARSE_DRAWS``; the module's constants are set for each run and restored), each timed and compared
 with the reference.
 
 It also fits the first ``--single-docs`` documents one at a time by Newton and checks they get the batched
@@ -107,7 +107,7 @@ def _summary(local, wall: float, cpu: float, docs: int) -> dict:
 @contextlib.contextmanager
 def _newton_constants(active_topics: int, first_stage_draws: int):
     """Newton's module constants ``_ACTIVE_TOPICS``, ``_COARSE_DRAWS`` set for a grid row, then restored."""
-    from critics.topics import ctm
+    from critics.topics.ctm import infer as ctm
 
     saved = ctm._ACTIVE_TOPICS, ctm._COARSE_DRAWS
     ctm._ACTIVE_TOPICS, ctm._COARSE_DRAWS = int(active_topics), int(first_stage_draws)

@@ -255,7 +255,7 @@ def test_newton_is_seeded_and_batch_independent(newton_case):
 def test_newton_bound_is_local_elbo_with_its_gradients(newton_case):
     """The Newton path's closed-form bound (words present only, no autograd) is :func:`local_elbo` on the same
     fixed draws, and its gradients are autograd's, to float32 rounding."""
-    from critics.topics.ctm import _bound, _fixed_draws, _Prior
+    from critics.topics.ctm.infer import _bound, _fixed_draws, _Prior
 
     g, bow = newton_case["g"], newton_case["bow"]
     phi = g.log_phi.exp()
@@ -323,7 +323,7 @@ def test_moment_matched_draws_bring_few_draws_to_the_long_run(wide_case, monkeyp
     the rescaling a coordinate's mean square over 24 draws is off by ~30%, and the bound fits that topic's
     variance accordingly: over four seeds the median Latent NLL error against the long run averages 0.074
     nats with the rescaling, 0.224 without (required: less than half)."""
-    from critics.topics import ctm
+    from critics.topics.ctm import infer as ctm
 
     eps = ctm._fixed_draws(24, 40, 0, "cpu", torch.float64)
     assert torch.equal(eps[:12], -eps[12:]) and float(eps.mean(0).abs().max()) < 1e-12
@@ -344,7 +344,7 @@ def test_newton_curvature_against_autograd(wide_case):
     least the exact ``-Hessian``'s of ``log p(x|z)`` (autograd) and equal to it where the Gauss-Newton term's
     correction is positive (observed on 49% of them); on the other topics ``h`` lies in ``[0, max(-H_kk, 0)]``
     (the exact diagonal without its ``sum_w n_w r_wk^2`` term) and is zero on the active ones."""
-    from critics.topics.ctm import _likelihood_curvature, _Prior
+    from critics.topics.ctm.infer import _likelihood_curvature, _Prior
 
     g64 = wide_case["g"].to(dtype=torch.float64)
     phi = g64.log_phi.exp()
@@ -372,7 +372,7 @@ def test_newton_step_solves_its_curvature_system(wide_case, monkeypatch):
     off their optimum): without the conjugate-gradient step (Woodbury on ``Sigma^-1 + E J E^T`` only) it is off
     by up to 41%; one step (the default) brings it within 10% (observed 4.5%, the quadratic model's gain within
     0.1% of the exact solve's), 30 steps to rounding."""
-    from critics.topics import ctm
+    from critics.topics.ctm import infer as ctm
 
     g64 = wide_case["g"].to(dtype=torch.float64)
     prior = ctm._Prior(g64)
@@ -455,7 +455,7 @@ def test_the_covariance_prior_gives_the_inverse_wishart_map():
 def test_topic_step_is_the_expected_counts():
     """The topics' M-step on one document and one draw at z = 0 (theta uniform): ``phi_kw`` proportional to
     ``n_w phi_kw / sum_j phi_jw`` (the responsibilities), against numbers worked by hand."""
-    from critics.topics.ctm import _em_topics
+    from critics.topics.ctm.fit import _em_topics
 
     bow = BagOfWords.from_dense(np.array([[2.0, 1.0, 0.0]]))
     phi = torch.tensor([[0.5, 0.25, 0.25], [0.25, 0.5, 0.25]], dtype=torch.float64)

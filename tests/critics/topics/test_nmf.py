@@ -8,7 +8,8 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from critics.topics.ctm import BagOfWords, _nmf_log_phi
+from critics.topics.ctm import BagOfWords
+from critics.topics.ctm.fit import _nmf_log_phi
 from critics.topics.nmf import kl_nmf, nmf_topics
 
 

@@ -48,7 +48,7 @@ def test_benchmark_toy_scale(tmp_path, capsys, monkeypatch):
         assert row["latent_nll_median_abs"] <= row["latent_nll_max_abs"]
     # the first stage adds iterations; fewer active topics than K (4 of 8) changes the path
     assert rows[1]["mean_steps"] > rows[0]["mean_steps"] and rows[0]["mean_steps"] != rows[2]["mean_steps"]
-    from critics.topics import ctm
+    from critics.topics.ctm import infer as ctm
     assert (ctm._ACTIVE_TOPICS, ctm._COARSE_DRAWS) == (24, 0)  # the grid restores Newton's constants
     assert json.loads(out.read_text()) == json.loads(json.dumps(res))
     printed = capsys.readouterr().out
