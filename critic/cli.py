@@ -25,6 +25,7 @@ import argparse
 import contextlib
 import inspect
 import json
+import os
 import random
 import re
 import sys
@@ -515,8 +516,6 @@ def _add_fit(p: argparse.ArgumentParser) -> None:
 
 
 def _add_score(p: argparse.ArgumentParser) -> None:
-    from .streaming import CHUNK_DOCUMENTS
-
     p.add_argument("critic_dir", type=Path, help="a fitted critic's folder (critic fit --out)")
     p.add_argument("--input", required=True, type=Path, help="documents to score")
     p.add_argument("--out", type=Path, help="JSONL file, written chunk by chunk; a rerun resumes (default: stdout)")
@@ -525,8 +524,8 @@ def _add_score(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=positive_int, help="score on an embedded Dask cluster of N worker processes")
     p.add_argument("--scheduler", metavar="ADDRESS", help="score on an existing Dask cluster (tcp://HOST:PORT)")
     p.add_argument("--chunk-batches", type=positive_int,
-                   help=f"batches per chunk, the unit written, resumed, sharded and sent to a Dask worker "
-                        f"(default: about {CHUNK_DOCUMENTS} documents; fewer for the slow critics)")
+                   help="batches per chunk, the unit written, resumed, sharded and sent to a Dask worker "
+                        "(default: the critic's chunk_documents, seconds of its work: 8,192 documents for most)")
     common_options(p)
     add_input_arguments(p)
     p.set_defaults(func=cmd_score)
@@ -698,6 +697,21 @@ def _message(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {what} (rerun with --debug to see where)"
 
 
+_INPUT_OPTIONS = ("input", "reference", "train", "valid", "candidate")
+"""The options that name documents to read: each must be there before a command starts (a missing file is said
+at once, before torch, a critic or a plugin loads)."""
+
+
+def _require_inputs(args) -> None:
+    from .document import DocumentError
+
+    for option in _INPUT_OPTIONS:
+        value = getattr(args, option, None)
+        for path in ([p for _, p in value] if option == "candidate" else [value]) if value else []:
+            if isinstance(path, Path) and not os.path.lexists(path):
+                raise DocumentError(f"{path}: no such file or folder")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0, 2 for bad input or usage, 130 on Ctrl-C).  Whatever it
     prints passes :func:`critic.terminal.printable_streams`: data never acts on the terminal."""
@@ -716,6 +730,7 @@ def _main(argv: list[str]) -> int:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # usage errors (status 2) and --help (0)
             return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+        _require_inputs(args)
         if hasattr(args, "device"):
             from .critic import resolve_device
 

@@ -459,3 +459,20 @@ def test_outliers_says_which_documents_it_could_not_rank(corpus, tmp_path, capsy
     assert main(["outliers", str(model), "--reference", str(corpus / "valid.jsonl"), "--input", str(none)]) == 2
     assert capsys.readouterr().err == (f"critic: error: {none}: no document could be scored, nothing to rank; "
                                        "skipped 1: document has no sections (1, e.g. 'plainbad')\n")
+
+
+def test_a_missing_input_is_said_before_anything_loads(tmp_path, capsys, monkeypatch):
+    """Issue 39: a missing input file was said after 13-25 s (torch, the critic and the plugins loaded first); every
+    option naming documents to read is checked when the command starts, before any of them is imported."""
+    import sys
+
+    for name in [m for m in sys.modules if m == "torch" or m.startswith(("torch.", "critic.critic"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "torch", None)  # importing torch now fails: the check must come first
+    for args in (["score", str(tmp_path), "--input", str(tmp_path / "no.jsonl")],
+                 ["outliers", str(tmp_path), "--reference", str(tmp_path / "no.jsonl"), "--input", str(tmp_path)],
+                 ["compare", str(tmp_path), "--reference", str(tmp_path), "--candidate", f"a={tmp_path / 'no.jsonl'}",
+                  "--out", str(tmp_path / "o")]):
+        capsys.readouterr()
+        assert main(args) == 2
+        assert capsys.readouterr().err == f"critic: error: {tmp_path / 'no.jsonl'}: no such file or folder\n"

@@ -75,7 +75,8 @@ def test_report_from_free_text_generations(job, capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--candidate", "reference=x.jsonl"], "'reference' is the reference set's name"),
+    (["--candidate", "reference=GENS"], "'reference' is the reference set's name"),
+    (["--candidate", "a=missing.jsonl"], "missing.jsonl: no such file or folder"),
     ([], "give at least one --candidate NAME=FILE"),
     (["--candidate", "a=GENS", "--flag-level", "0"], "--flag-level: must lie in (0, 1]"),
     (["--candidate", "a=GENS", "--n-bootstrap", "10000000000"], "GiB available: lower --n-bootstrap"),
