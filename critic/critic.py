@@ -318,27 +318,7 @@ class Critic:
         """The calibration documents kept by :meth:`calibrate` (``None`` before)."""
         return getattr(self, "calibration_", None)
 
-    # -------------------------------------------------------------- optional: what the HTML report shows
-    def report_figures(self, result: Any, documents: Mapping[str, Sequence[Document]]) -> dict[str, Any]:
-        """This critic's own figures for a report: caption -> matplotlib ``Figure`` (drawn on
-        :func:`critic.plots.new_figure`), given its :class:`~critic.results.CriticismResult` and the
-        documents of each set (set name -> documents).  Default: none."""
-        return {}
-
-    def set_statistics(self, result: Any, documents: Mapping[str, Sequence[Document]]
-                       ) -> dict[str, tuple[dict[str, float | None], dict[str, str]]]:
-        """Statistics of each set that this critic's latent defines beside the Latent NLL (the section
-        critics' PDD of section types): name -> (set name -> value, set name -> why it has none).
-        Default: none."""
-        return {}
-
-    def document_view(self, doc: Document, result: Any) -> str | None:
-        """What this critic found in ``doc``, as an HTML fragment for the document's report page (its
-        latent structure in place: section types, implausible mentions, topic mix), given the
-        document's :class:`~critic.results.DocumentResult`; every text escaped.  Default: ``None``
-        (the page lists the projection's extras)."""
-        return None
-
+    # -------------------------------------------------------------- optional: why a document is unlikely
     def reasons(self, result: Any, document: Document | None) -> list[str]:
         """Why this critic finds a document unlikely: at most :data:`MAX_REASONS` short plain-text lines, most
         important first, each naming what in the document's latent the prior finds improbable and by how much

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # annotations only: the result objects render here, they do n
 __all__ = ["render_index", "render_document", "report_warnings", "summary_html", "number", "DocumentView"]
 
 DocumentView = Callable[[Document, Any], "str | None"]
-"""A critic's drill-down view (:meth:`critic.critic.Critic.document_view`): ``view(document,
+"""A critic's drill-down view (:meth:`critic.views.CriticView.document_view`): ``view(document,
 document_result) -> HTML fragment`` (``None``: nothing beyond the numbers)."""
 
 _CSS = """

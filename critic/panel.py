@@ -40,6 +40,7 @@ from .critic import Critic
 from .criticism import criticize
 from .document import Document, DocumentError, iter_json_lines
 from .results import SCHEMA_VERSION, CriticismResult, DocumentResult, json_ready
+from .views import set_statistics
 
 __all__ = ["Flag", "PanelResult", "criticize_panel", "explain_flags", "explain_outliers", "add_set_statistics",
            "load_results", "flag_power", "FLAG_FDR", "FLAG_TOP", "MAUVE_MIN_DOCUMENTS"]
@@ -275,13 +276,13 @@ def explain_outliers(result: CriticismResult, critic: Critic, documents: Mapping
 def add_set_statistics(panel: PanelResult, reference: Sequence[Document], candidates: Mapping[str, Sequence[Document]],
                        *, critics: Mapping[str, Critic] | None = None, word_ppl: Mapping[str, float] | None = None,
                        mauve: bool = False, seed: int = 0) -> None:
-    """Statistics of the sets beside the Latent NLL: each critic's own (:meth:`Critic.set_statistics`, e.g.
+    """Statistics of the sets beside the Latent NLL: each critic's own (its view's, :mod:`critic.views`, e.g.
     PDD), ``word_ppl`` (candidate -> a word perplexity measured elsewhere, e.g. ``critic lm ppl``) and MAUVE
     of each candidate against the reference (the ``mauve_text`` metric: offline MiniLM document vectors;
     ``null`` with the reason under :data:`MAUVE_MIN_DOCUMENTS`)."""
     documents = {panel.reference_name: reference, **candidates}
     for label, critic in (critics or {}).items():
-        for name, (values, reasons) in critic.set_statistics(panel.results[label], documents).items():
+        for name, (values, reasons) in set_statistics(critic, panel.results[label], documents).items():
             panel.results[label].add_statistic(name, values, reasons=reasons)
     if word_ppl:
         missing = {n: "not given (--word-ppl NAME=VALUE)" for n in candidates if n not in word_ppl}

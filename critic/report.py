@@ -11,6 +11,7 @@ absent, never a ``results.json`` of one run beside figures of another.
 
 from __future__ import annotations
 
+import functools
 import json
 import platform
 import subprocess
@@ -25,6 +26,7 @@ from .html import DocumentView
 from .io import atomic_directory, atomic_open, atomic_write_text, check_replaceable
 from .panel import Flag, PanelResult
 from .results import CriticismResult, json_ready, markdown_cell, markdown_table, outliers_table
+from .views import document_view, report_figures
 
 __all__ = ["environment", "write_results_json", "write_documents_jsonl", "write_report", "write_panel_report",
            "REPORT_FILES"]
@@ -184,11 +186,12 @@ def _flag_lines(panel: PanelResult) -> list[str]:
 
 def critic_figures(critics: Mapping[str, Critic], panel: PanelResult,
                    documents: Mapping[str, Sequence[Document]]) -> dict[str, dict[str, str]]:
-    """Each critic's own figures (:meth:`Critic.report_figures`) as inline ``<svg>`` markup, by label."""
+    """Each critic's own figures (its view's :meth:`~critic.views.CriticView.report_figures`) as inline ``<svg>``
+    markup, by label."""
     from .plots import svg_markup
 
     return {label: {caption: svg_markup(fig)
-                    for caption, fig in critic.report_figures(panel.results[label], documents).items()}
+                    for caption, fig in report_figures(critic, panel.results[label], documents).items()}
             for label, critic in critics.items()}
 
 
@@ -200,11 +203,11 @@ def write_panel_report(panel: PanelResult, out_dir: str | Path, *, extra: dict |
     reasons, :attr:`Flag.reasons`) and ``index.html``
     with ``documents/K.html`` per flagged document (its text from ``documents``, set name -> documents).
     With the fitted ``critics`` (label -> critic), each draws its own figures and its view of each flagged
-    document (:meth:`Critic.report_figures`, :meth:`Critic.document_view`).  Built aside and swapped in
+    document (its view, :mod:`critic.views`).  Built aside and swapped in
     whole."""
     critics = dict(critics or {})
     figures = critic_figures(critics, panel, documents or {})
-    views = {label: critic.document_view for label, critic in critics.items()}
+    document_views = {label: functools.partial(document_view, critic) for label, critic in critics.items()}
     out = Path(out_dir)
     check_replaceable(out, "report")
     with atomic_directory(out, "report") as tmp:
@@ -226,6 +229,6 @@ def write_panel_report(panel: PanelResult, out_dir: str | Path, *, extra: dict |
                   + "<br>".join(markdown_cell(f"{label}: {'; '.join(why)}") for label, why in f.reasons.items())
                   + " |" for f in flags]
         atomic_write_text(tmp / "report.md", "\n".join(lines) + "\n")
-        _write_html(panel, tmp, documents=documents, figures=figures, views=views)
+        _write_html(panel, tmp, documents=documents, figures=figures, views=document_views)
     return {"results": out / "results.json", "documents": out / "documents.jsonl", "report": out / "report.md",
             "html": out / "index.html"}

@@ -1,4 +1,4 @@
-"""The small HTML pieces the critics' report views share (:meth:`critic.critic.Critic.document_view`).
+"""The small HTML pieces the critics' report views share (:meth:`critic.views.CriticView.document_view`).
 
 A view is an HTML fragment placed in a flagged document's page.  Every value goes through
 :func:`escape` unless it is :class:`Markup` (HTML these helpers built); nothing here links to a URL

@@ -12,11 +12,14 @@ Importing this package registers the critic, ``critic coref resolve`` and ``crit
 """
 
 from critic.registry import register_command
+from critic.views import register_view
 
 from .chains import Chain, build_chain
 from .critic import CorefChainCritic
 from .neuralcoref import setup_neuralcoref  # (its module registers `critic setup neuralcoref`)
 from .resolution import Mention, Resolution, ResolutionError, from_clusters
+
+register_view(CorefChainCritic, "critics.coref.view:CorefView")  # imported when a report shows one
 
 __all__ = ["CorefChainCritic", "Chain", "build_chain", "Mention", "Resolution", "ResolutionError", "from_clusters",
            "setup_neuralcoref"]

@@ -38,7 +38,7 @@ from critic.latent import PAD, FactorisedCategorical, SequencePointMass
 from critic.registry import register_critic
 
 from .classifier import CLASSIFIERS, SectionClassifier, load_classifier, make_classifier
-from .critic import DEFAULT_DELTA_GRID, DROPPED, Delta, UNKNOWN, UNTITLED, SectionTransitionCritic, _padded
+from .critic import DEFAULT_DELTA_GRID, DROPPED, UNKNOWN, UNTITLED, Delta, SectionTransitionCritic, _padded
 from .normalize import DEFAULT_DROP_TITLES
 
 __all__ = ["ClassifierSectionCritic", "MODES"]
@@ -304,28 +304,6 @@ class ClassifierSectionCritic(SectionTransitionCritic):
             names = iter(_per_document([self.vocab_[j] for j in c.log_probs.argmax(-1).tolist()], c.lengths))
             out += [next(names) if good else None for good in c.ok.tolist()]
         return out
-
-    def document_view(self, doc: Document, result) -> str | None:
-        """The MAP section types the classifier assigned (titled or not) with their probabilities, each
-        transition's log P under the prior, the unlikely ones (P < 0.01) highlighted, each section's title
-        and first characters in place.  Types from the result's extras, else the document classified again."""
-        from ..report_html import note, view
-        from .report import chain_view
-
-        extras = getattr(result, "extras", None) or {}
-        labels, probabilities = extras.get("labels"), extras.get("label_probabilities")
-        if labels is None or probabilities is None:
-            c = self._classify([doc])
-            if not c.ok[0]:
-                return view(note(f"The critic cannot read this document's sections: {c.reasons[doc.id]}."),
-                            kind="sections")
-            best, index = c.log_probs.max(-1)
-            labels, probabilities = [self.vocab_[j] for j in index.tolist()], best.exp().tolist()
-        how = ("Section types: the classifier's most probable title for each section's text (MAP), with its "
-               "probability; the given titles are not used"
-               + (" (the score is the expectation under the classifier's posterior; the chain shown is its MAP)."
-                  if self.mode == "expectation" else "."))
-        return chain_view(self, doc, labels, how=how, probabilities=probabilities)
 
     def reasons(self, result, document: Document | None) -> list[str]:
         """The least likely transitions of the document's MAP section path (the extras' ``labels``, else the

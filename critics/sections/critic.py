@@ -507,32 +507,6 @@ class SectionTransitionCritic(Critic):
         return super().fit_warnings() + [f"fitted on a single section type ({', '.join(map(repr, types)) or 'none'}): every document's chain "
                 "scores the same for its length, so this critic cannot tell documents apart"]
 
-    def set_statistics(self, result, documents):
-        """PDD (seed 002) of each candidate's section types against the reference's, over positional bins
-        (:data:`critics.sections.report.PDD_BINS`): where in a document each type occurs."""
-        from .report import pdd_statistic
-
-        return pdd_statistic(self, result, documents)
-
-    def report_figures(self, result, documents):
-        """Paper fig. 4 for each candidate set against the reference (:mod:`critics.sections.report`)."""
-        from .report import transition_figures
-
-        return transition_figures(self, result, documents)
-
-    def document_view(self, doc: Document, result) -> str | None:
-        """The document's chain of (normalised) given titles, each transition's log P under the prior, the
-        unlikely ones (P < 0.01) highlighted, each section's title and first characters in place."""
-        from ..report_html import note, view
-        from .report import chain_view
-
-        reason = self.check(doc)
-        if reason is not None:
-            return view(note(f"The critic cannot read this document's sections: {reason}."), kind="sections")
-        types = [t if t in self.index_ else UNKNOWN for t in self.titles(doc)]
-        return chain_view(self, doc, types, how="Section types: the given titles, normalised as the critic "
-                          f"reads them ({UNKNOWN}: a title never seen in training).")
-
     # ------------------------------------------------------------ persistence
     def _get_state(self):
         start, trans, end = self.counts_

@@ -1,5 +1,4 @@
-"""What the section critics show in the HTML report (:meth:`critic.critic.Critic.report_figures`,
-:meth:`critic.critic.Critic.document_view`).
+"""What the section critics show in the HTML report (drawn for their view, :mod:`critics.sections.view`).
 
 - :func:`transition_figures`: paper fig. 4 for each candidate set against the reference, the
   transitions whose frequency differs drawn as a graph

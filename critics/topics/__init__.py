@@ -7,10 +7,15 @@
   language mix is gensim's variational Dirichlet, the prior the learned Dirichlet; :mod:`.codemix` builds
   code-mixed documents with known answers and :mod:`.lda_plots` draws fig. 7.
 
-Importing this package registers the critics.
+Importing this package registers the critics and their report views (:mod:`.view`).
 """
+
+from critic.views import register_view
 
 from .ctm_critic import CorrelatedTopicCritic
 from .lda import LdaCodeMixCritic, top_words, topic_purity
+
+register_view(CorrelatedTopicCritic, "critics.topics.view:CtmView")  # imported when a report shows one
+register_view(LdaCodeMixCritic, "critics.topics.view:LdaView")
 
 __all__ = ["CorrelatedTopicCritic", "LdaCodeMixCritic", "top_words", "topic_purity"]

@@ -352,21 +352,6 @@ class CorrelatedTopicCritic(Critic):
                 "prior" for (k, w), z in far[:self.reason_topics]]
         return out
 
-    def report_figures(self, result, documents) -> dict:
-        """Paper fig. 6 for each candidate set: its aggregated-posterior topic covariance beside the
-        reference's, topics in the clustered order of the reference (:mod:`critics.topics.report`)."""
-        from .report import ctm_figures
-
-        return ctm_figures(self, result, documents)
-
-    def document_view(self, doc: Document, result) -> str | None:
-        """The document's heaviest topics with their weights, z-scores under the prior and top words; topics
-        far from the prior (``|z| > far_z``) marked.  From the result's extras, else the document projected
-        again."""
-        from .report import ctm_view
-
-        return ctm_view(self, doc, result)
-
     # ------------------------------------------------------------------ state
     def training_used(self) -> int:
         return self.training_docs_

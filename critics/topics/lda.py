@@ -322,20 +322,6 @@ class LdaCodeMixCritic(Critic):
         self._require_fitted()
         return Dirichlet(torch.as_tensor(self.alpha_, dtype=torch.float64, device=self.device))
 
-    # ------------------------------------------------------------------ report
-    def report_figures(self, result, documents) -> dict:
-        """Paper fig. 7 (3 topics: one posterior sample per document of each set on the simplex), else each
-        set's mean topic weights as bars; from the result's extras (:mod:`critics.topics.report`)."""
-        from .report import lda_figures
-
-        return lda_figures(self, result, documents)
-
-    def document_view(self, doc: Document, result) -> str | None:
-        """The document's topic weights as bars beside the prior's mean, with each topic's top words."""
-        from .report import lda_view
-
-        return lda_view(self, doc, result)
-
     reason_share: float = 0.1
     """:meth:`reasons` names the topics with at least this weight (at most three)."""
 

@@ -1,5 +1,4 @@
-"""What the topic critics show in the HTML report (:meth:`critic.critic.Critic.report_figures`,
-:meth:`critic.critic.Critic.document_view`).
+"""What the topic critics show in the HTML report (drawn for their view, :mod:`critics.topics.view`).
 
 - CTM (:class:`~critics.topics.ctm_critic.CorrelatedTopicCritic`): paper fig. 6 per candidate set, its
   aggregated-posterior topic covariance beside the reference's in the reference's clustered topic order

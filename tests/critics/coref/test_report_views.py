@@ -11,6 +11,7 @@ import pytest
 from critic.criticism import criticize
 from critic.document import Document, Section
 from critic.plots import svg_markup
+from critic.views import document_view, report_figures
 from critics.coref import neuralcoref
 from critics.coref.chains import build_chain
 from critics.coref.critic import CorefChainCritic
@@ -71,7 +72,7 @@ def test_view_highlights_exactly_the_implausible_mentions(critic, result, thresh
     seen_bad = seen_fine = 0
     for d in result.candidates["odd"].documents:
         doc = docs[d.id]
-        view = critic.document_view(doc, d)
+        view = document_view(critic, doc, d)
         marks, positions = expected(critic, doc, threshold)
         assert mentions(view) == marks
         table = rows(view, "coref-implausible") if positions else []
@@ -87,15 +88,15 @@ def test_view_highlights_exactly_the_implausible_mentions(critic, result, thresh
 def test_without_extras_clusters_are_read_again_but_neuralcoref_never_started(critic, result):
     d = next(x for x in result.candidates["odd"].documents if x.id == "odd")
     doc = odd_document()
-    assert critic.document_view(doc, None) == critic.document_view(doc, d)
+    assert document_view(critic, doc, None) == document_view(critic, doc, d)
     bare = Document("bare", (Section("abstract", ODD),))
-    view = critic.document_view(bare, None)
+    view = document_view(critic, bare, None)
     assert "metadata has no coreference clusters" in html.unescape(view) and mentions(view) == []
     assert getattr(critic, "_worker", None) is None
 
 
 def test_figure_of_per_token_log_probs(critic, result):
-    figures = critic.report_figures(result, {})
+    figures = report_figures(critic, result, {})
     assert len(figures) == 1
     caption, fig = next(iter(figures.items()))
     assert "-7" in caption

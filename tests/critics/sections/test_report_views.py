@@ -13,6 +13,7 @@ from critic.corpora.manpages import build_manpages
 from critic.corrupt import corrupt_all
 from critic.document import Document, Section, read_jsonl
 from critic.plots import svg_markup
+from critic.views import document_view, report_figures
 from critics.report_html import excerpt
 from critics.sections import ClassifierSectionCritic, SectionTransitionCritic, TitleNormalizer, UNKNOWN
 from critics.sections.analysis import section_paths
@@ -77,7 +78,7 @@ def test_given_title_view_recomputes_each_transition_and_marks_the_unlikely(crit
     marked = total = 0
     for d in result.candidates["permuted"].documents:
         doc = by_id[d.id]
-        view = critic.document_view(doc, d)
+        view = document_view(critic, doc, d)
         types = section_paths(critic, [doc])[0]
         table = check_chain(critic, doc, view, types)
         marked += sum(r["class"] == "unlikely" for r in table)
@@ -95,25 +96,25 @@ def test_given_title_view_recomputes_each_transition_and_marks_the_unlikely(crit
 
 def test_view_escapes_titles_and_text(critic):
     doc = Document("x", (Section("NAME", "a <b>bold</b> & more"), Section("<script>alert(1)</script>", "<i>")))
-    view = critic.document_view(doc, None)
+    view = document_view(critic, doc, None)
     assert "<script>" not in view and "<b>" not in view and "<i>" not in view
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in view and "a &lt;b&gt;bold&lt;/b&gt; &amp; more" in view
     table = rows(view, "sections-chain")
     assert table[1]["cells"][1:3] == ["<script>alert(1)</script>", UNKNOWN]  # unseen title: <unk>
     assert "cannot read this document's sections: document has no sections" in \
-        html.unescape(critic.document_view(Document("e", ()), None))
+        html.unescape(document_view(critic, Document("e", ()), None))
 
 
 def test_one_fig4_per_candidate(critic, sets):
     result = criticize(critic, sets["reference"], {k: v for k, v in sets.items() if k != "reference"},
                        n_bootstrap=20, n_permutations=20)
-    figures = critic.report_figures(result, sets)
+    figures = report_figures(critic, result, sets)
     assert len(figures) == 2
     for name, (caption, fig) in zip(("permuted", "repeated"), figures.items()):
         assert f"'{name}' against 'reference'" in caption and "fig. 4" in caption
         assert svg_markup(fig).startswith("<svg")
-    assert critic.report_figures(result, {"permuted": sets["permuted"]}) == {}  # no reference documents
-    assert len(critic.report_figures(result, {"reference": sets["reference"], "permuted": sets["permuted"]})) == 1
+    assert report_figures(critic, result, {"permuted": sets["permuted"]}) == {}  # no reference documents
+    assert len(report_figures(critic, result, {"reference": sets["reference"], "permuted": sets["permuted"]})) == 1
 
 
 def test_classifier_view_shows_its_map_types_and_their_probabilities(pages, sets):
@@ -122,7 +123,7 @@ def test_classifier_view_shows_its_map_types_and_their_probabilities(pages, sets
     result = criticize(critic, sets["reference"], {"untitled": untitled}, n_bootstrap=20, n_permutations=20)
     for d, doc in zip(result.candidates["untitled"].documents, untitled):
         assert d.id == doc.id
-        view = critic.document_view(doc, d)
+        view = document_view(critic, doc, d)
         log_probs = critic.classifier_.log_proba([s.text for s in doc.sections])
         best, index = log_probs.max(-1)
         types = [critic.vocab_[j] for j in index.tolist()]
@@ -131,8 +132,8 @@ def test_classifier_view_shows_its_map_types_and_their_probabilities(pages, sets
         section_rows = [r for r in table if r["cells"][0]]
         assert [r["cells"][1] for r in section_rows] == ["(untitled)"] * len(doc.sections)
         assert [r["cells"][3] for r in section_rows] == [f"{p:.3f}" for p in best.exp().tolist()]
-        assert critic.document_view(doc, None) == view  # without extras: the document classified again
-    with_title = critic.document_view(Document("t", (Section("<script>", "x"),)), None)
+        assert document_view(critic, doc, None) == view  # without extras: the document classified again
+    with_title = document_view(critic, Document("t", (Section("<script>", "x"),)), None)
     assert "&lt;script&gt;" in with_title and "<script>" not in with_title
 
 

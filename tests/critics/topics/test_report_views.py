@@ -12,6 +12,7 @@ from critic import criticize
 from critic.corpora.manpages import build_manpages
 from critic.document import Document, Section, read_jsonl
 from critic.plots import svg_markup
+from critic.views import document_view, report_figures
 from critics.topics.lda import LdaCodeMixCritic, top_words
 from tests.critics.view_html import rows
 
@@ -46,7 +47,7 @@ def test_ctm_view_shows_the_extras_weights_and_z_under_the_prior(ctm, ctm_sets, 
     words = ctm.topic_words(8)
     marked = 0
     for d, m_doc in zip(results, m):
-        view = ctm.document_view(docs[d.id], d)
+        view = document_view(ctm, docs[d.id], d)
         table = rows(view, "topic-mix")
         assert [[int(r["attrs"]["data-topic"]), float(r["attrs"]["data-weight"])] for r in table] == \
             d.extras["top_topics"]
@@ -57,7 +58,7 @@ def test_ctm_view_shows_the_extras_weights_and_z_under_the_prior(ctm, ctm_sets, 
         assert [r["class"] == "far" for r in table] == [abs(v) > ctm.far_z for v in d.extras["top_topic_z"]]
         assert [r["cells"][3] for r in table] == [" ".join(words[k]) for k, _ in d.extras["top_topics"]]
         marked += sum(r["class"] == "far" for r in table)
-        again = rows(ctm.document_view(docs[d.id], None), "topic-mix")  # without extras: projected again
+        again = rows(document_view(ctm, docs[d.id], None), "topic-mix")  # without extras: projected again
         assert [int(r["attrs"]["data-topic"]) for r in again] == [int(r["attrs"]["data-topic"]) for r in table]
         np.testing.assert_allclose([float(r["attrs"]["data-weight"]) for r in again],   # alone, not in a batch:
                                    [float(r["attrs"]["data-weight"]) for r in table], atol=1e-5)  # the same to 1e-5
@@ -65,19 +66,19 @@ def test_ctm_view_shows_the_extras_weights_and_z_under_the_prior(ctm, ctm_sets, 
 
 
 def test_ctm_fig6_per_candidate(ctm, ctm_sets, ctm_result):
-    figures = ctm.report_figures(ctm_result, ctm_sets)
+    figures = report_figures(ctm, ctm_result, ctm_sets)
     assert len(figures) == 1
     caption, fig = next(iter(figures.items()))
     assert "'one-topic' beside 'reference'" in caption and "fig. 6" in caption
     assert svg_markup(fig).startswith("<svg")
     assert [ax.get_title() for ax in fig.axes[:2]] == [
         f"{s.name} (Latent NLL {s.latent_nll:.2f})" for s in (ctm_result.reference, ctm_result.candidates["one-topic"])]
-    assert ctm.report_figures(ctm_result, {"one-topic": ctm_sets["one-topic"]}) == {}
+    assert report_figures(ctm, ctm_result, {"one-topic": ctm_sets["one-topic"]}) == {}
 
 
 def test_ctm_view_of_an_unprojectable_document_says_why(ctm):
     doc = Document("x", (Section("<script>", "the and of <b>"),))
-    view = ctm.document_view(doc, None)
+    view = document_view(ctm, doc, None)
     assert f"cannot project this document: {ctm.project([doc]).failures['x']}." in html.unescape(view)
     assert "vocabulary" in view and "<b>" not in view and "<script>" not in view
 
@@ -106,7 +107,7 @@ def test_lda_view_shows_the_extras_weights_beside_the_prior_mean(lda):
     alpha = critic.alpha_
     words = top_words(critic, 8)
     for d in result.candidates["other"].documents:
-        view = critic.document_view(docs[d.id], d)
+        view = document_view(critic, docs[d.id], d)
         table = rows(view, "topic-mix")
         assert [float(r["attrs"]["data-weight"]) for r in table] == d.extras["topic_weights"]
         assert [int(r["attrs"]["data-topic"]) for r in table] == list(range(critic.num_topics))
@@ -115,12 +116,12 @@ def test_lda_view_shows_the_extras_weights_beside_the_prior_mean(lda):
         assert [r["cells"][1] for r in table] == [f"{w:.3f}" for w in d.extras["topic_weights"]]
         assert [r["cells"][2] for r in table] == [f"{a:.3f}" for a in alpha / alpha.sum()]
         assert [r["cells"][3] for r in table] == [" ".join(w) for w in words]
-        assert critic.document_view(docs[d.id], None) == view
+        assert document_view(critic, docs[d.id], None) == view
 
 
 def test_lda_figure_is_fig7_with_three_topics_else_mean_weights(lda):
     critic, sets, result = lda
-    figures = critic.report_figures(result, {})  # from the extras: no document needed
+    figures = report_figures(critic, result, {})  # from the extras: no document needed
     assert len(figures) == 1
     caption, fig = next(iter(figures.items()))
     assert svg_markup(fig).startswith("<svg")
