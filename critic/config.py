@@ -442,10 +442,12 @@ def check_call(fn: Callable, params: Any, *, where: str = "params", what: str = 
                               f"; its {what}s: {', '.join(accepted) or 'none'}")
         if name in hints and not _fits(value, hints[name]):
             raise ConfigError(f"{where}: {owner} {what} {name} must be {_describe(hints[name])}, got {_show(value)}")
-        for bounds in _ranges(hints.get(name)):
-            why = bounds.violation(value)
-            if why:
-                raise ConfigError(f"{where}: {owner} {what} {name} {why}")
+        items = list(enumerate(value)) if isinstance(value, (list, tuple)) else [(None, value)]
+        for bounds in _ranges(hints.get(name)):  # a list's bounds hold for each item
+            for k, item in items:
+                why = bounds.violation(item)
+                if why:
+                    raise ConfigError(f"{where}: {owner} {what} {name}{'' if k is None else f'[{k}]'} {why}")
     missing = [k for k, p in accepted.items() if p.default is p.empty and k not in params]
     if missing:
         raise ConfigError(f"{where}: {owner} needs the {what}(s) {', '.join(missing)}")

@@ -500,6 +500,14 @@ class Critic:
         sig = inspect.signature(type(self).__init__)
         return {k: getattr(self, k) for k in sig.parameters if k != "self" and hasattr(self, k)}
 
+    def check_params(self) -> None:
+        """Every setting against its declaration in ``__init__`` (type, ``Range`` bounds, ``Literal`` choices):
+        the one check the command line, configs, studies and :meth:`fit` use (:func:`critic.config.check_params`);
+        a :class:`~critic.config.ConfigError` (a ``ValueError``) naming the critic and the setting."""
+        from .config import check_params
+
+        check_params(type(self), self.get_params(), where=type(self).__name__)
+
     @property
     def is_fitted(self) -> bool:
         return any(k.endswith("_") and not k.startswith("_") for k in vars(self))

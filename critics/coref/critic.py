@@ -27,8 +27,9 @@ unknown-token probability and counted in the document's ``unknown``.
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
-from typing import Annotated, Any, Sequence
+from typing import Annotated, Any, Literal, Sequence
 
 import torch
 
@@ -39,11 +40,12 @@ from critic.latent import ValuePointMass
 from critic.registry import register_critic
 
 from .chains import Chain, build_chain
-from .resolvers import METADATA_KEY, RESOLVERS, resolve
+from .resolvers import METADATA_KEY, Resolver, resolve
 
 __all__ = ["CorefChainCritic", "SMOOTHINGS"]
 
-SMOOTHINGS = ("kenlm", "authors")
+Smoothing = Literal["kenlm", "authors"]
+SMOOTHINGS = typing.get_args(Smoothing)
 
 
 def _prior_class(smoothing: str):
@@ -71,21 +73,13 @@ class CorefChainCritic(Critic):
     needs = ("free text: resolved by neuralcoref (critic setup neuralcoref), or clusters already in the "
              "metadata (critic coref resolve)")
 
-    def __init__(self, *, smoothing: str = "kenlm", order: Annotated[int, Range(min=2)] = 5, resolver: str = "auto",
-                 memory: str = "1G", unk_prob: Annotated[float, Range(gt=0, lt=1)] = 1e-20):
+    def __init__(self, *, smoothing: Smoothing = "kenlm", order: Annotated[int, Range(min=2)] = 5,
+                 resolver: Resolver = "auto", memory: str = "1G", unk_prob: Annotated[float, Range(gt=0, lt=1)] = 1e-20):
         self.smoothing = smoothing
         self.order = order
         self.resolver = resolver
         self.memory = memory
         self.unk_prob = unk_prob
-
-    def _check_params(self) -> None:
-        if self.smoothing not in SMOOTHINGS:
-            raise ValueError(f"smoothing must be one of {', '.join(SMOOTHINGS)}, got {self.smoothing!r}")
-        if self.resolver not in RESOLVERS:
-            raise ValueError(f"resolver must be one of {', '.join(RESOLVERS)}, got {self.resolver!r}")
-        if not isinstance(self.order, int) or self.order < 1:
-            raise ValueError(f"order must be a positive integer, got {self.order!r}")
 
     # ------------------------------------------------------------------ chains
     def chains(self, docs: Sequence[Document]) -> tuple[dict[str, Chain], dict[str, str]]:
@@ -105,7 +99,7 @@ class CorefChainCritic(Critic):
 
     def fit_prior(self, chains: Sequence[Sequence[str]]):
         """A new prior with this critic's settings, fitted on ``chains`` (token sequences)."""
-        self._check_params()
+        self.check_params()
         cls = _prior_class(self.smoothing)
         if self.smoothing == "kenlm":
             return cls.fit(chains, order=self.order, memory=self.memory)
@@ -114,7 +108,7 @@ class CorefChainCritic(Critic):
     def fit(self, docs: Sequence[Document], *, validation: Sequence[Document] | None = None) -> "CorefChainCritic":
         """Fit the prior on the chains of ``docs``; documents without a chain are counted in
         ``training_skipped_``.  ``validation`` is not needed (the smoothing has no free parameter)."""
-        self._check_params()
+        self.check_params()
         chains, failures = self.chains(docs)
         if not chains:
             raise ValueError(f"no training document gave a coreference chain ({len(failures)} failed"
@@ -212,7 +206,7 @@ class CorefChainCritic(Critic):
                 "training_skipped": self.training_skipped_}, {}
 
     def _set_state(self, state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
-        self._check_params()
+        self.check_params()
         self.training_chains_ = int(state["training_chains"])
         self.training_tokens_ = int(state["training_tokens"])
         self.training_skipped_ = dict(state["training_skipped"])

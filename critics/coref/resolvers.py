@@ -20,19 +20,22 @@ from __future__ import annotations
 
 import json
 import os
+import typing
 from collections import Counter
 from contextlib import closing
 from itertools import islice
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Literal, Sequence
 
 from critic.document import Document, DocumentError
 
 from .resolution import Resolution, ResolutionError
 
-__all__ = ["RESOLVERS", "METADATA_KEY", "resolve", "annotate"]
+__all__ = ["RESOLVERS", "Resolver", "METADATA_KEY", "resolve", "annotate"]
 
-RESOLVERS = ("auto", "metadata", "neuralcoref")
+Resolver = Literal["auto", "metadata", "neuralcoref"]
+"""Where a document's coreference resolution comes from (see :func:`resolve`)."""
+RESOLVERS = typing.get_args(Resolver)
 METADATA_KEY = "coref"
 
 

@@ -38,7 +38,7 @@ from critic.latent import PAD, FactorisedCategorical, SequencePointMass
 from critic.registry import register_critic
 
 from .classifier import CLASSIFIERS, SectionClassifier, load_classifier, make_classifier
-from .critic import DEFAULT_DELTA_GRID, DROPPED, UNKNOWN, UNTITLED, Delta, SectionTransitionCritic, _padded
+from .critic import DEFAULT_DELTA_GRID, DROPPED, UNKNOWN, UNTITLED, Delta, DeltaGrid, SectionTransitionCritic, _padded
 from .normalize import DEFAULT_DROP_TITLES
 
 __all__ = ["ClassifierSectionCritic", "MODES"]
@@ -148,7 +148,7 @@ class ClassifierSectionCritic(SectionTransitionCritic):
         finetune: bool = False,
         mode: str = "map",
         delta: Delta = None,
-        delta_grid: Sequence[float] = DEFAULT_DELTA_GRID,
+        delta_grid: DeltaGrid = DEFAULT_DELTA_GRID,
         normalize_titles: bool = True,
         drop_titles: Sequence[str] = DEFAULT_DROP_TITLES,
     ):

@@ -171,6 +171,9 @@ Delta = Annotated[float | None, DELTA_RANGE]
 """The type of a section critic's ``delta`` setting: ``None`` (chosen on validation data) or within
 :data:`DELTA_RANGE`."""
 
+DeltaGrid = Annotated[Sequence[float], DELTA_RANGE]
+"""The type of a section critic's ``delta_grid``: candidate deltas, each within :data:`DELTA_RANGE`."""
+
 
 def _check_delta(value, name: str) -> float:
     """``value`` as a float, or a ValueError naming the setting (:data:`DELTA_RANGE`)."""
@@ -206,7 +209,7 @@ class SectionTransitionCritic(Critic):
     def __init__(
         self,
         delta: Delta = None,
-        delta_grid: Sequence[float] = DEFAULT_DELTA_GRID,
+        delta_grid: DeltaGrid = DEFAULT_DELTA_GRID,
         normalize_titles: bool = True,
         drop_titles: Sequence[str] = DEFAULT_DROP_TITLES,
     ):
@@ -307,14 +310,11 @@ class SectionTransitionCritic(Critic):
         return {**self.get_params(), "delta": max(self.delta_ * share, DELTA_RANGE.min)}
 
     def _check_settings(self) -> None:
-        """``delta`` (when set) and every ``delta_grid`` value (when used) must be finite and > 0."""
-        if self.delta is not None:
-            _check_delta(self.delta, "delta")
-            return
-        if not self.delta_grid:
+        """Every setting against its declaration (:meth:`check_params`: ``delta`` and each ``delta_grid`` value
+        within :data:`DELTA_RANGE`), and a grid to choose from when ``delta`` is not set."""
+        self.check_params()
+        if self.delta is None and not self.delta_grid:
             raise ValueError("delta_grid is empty: give candidate deltas > 0, or set delta")
-        for k, value in enumerate(self.delta_grid):
-            _check_delta(value, f"delta_grid[{k}]")
 
     def _set_vocab(self, vocab: list[str]) -> None:
         self.vocab_ = vocab

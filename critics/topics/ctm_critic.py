@@ -45,7 +45,7 @@ from typing import Annotated, Any, Literal, Sequence
 
 import torch
 
-from critic.config import Range, check_params
+from critic.config import Range
 from critic.critic import Critic, Projection
 from critic.document import Document
 from critic.latent import PointMass
@@ -166,11 +166,6 @@ class CorrelatedTopicCritic(Critic):
         self.min_count = min_count
         self.stop_words = stop_words
 
-    def _check_params(self) -> None:
-        """Every setting against its declaration (type, bounds, choices) before any work: the one check the command
-        line, configs and studies use (:func:`critic.config.check_params`)."""
-        check_params(type(self), self.get_params(), where=type(self).__name__)
-
     # ------------------------------------------------------------------ vocabulary
     def _tokens(self, doc: Document) -> list[str]:
         tokens = tokenize(doc.text)
@@ -210,7 +205,7 @@ class CorrelatedTopicCritic(Critic):
             ) -> "CorrelatedTopicCritic":
         """Build the vocabulary and fit the CTM (``fit_method``) on ``docs``; with ``validation``, also record the
         held-out ELBO per token (``validation_elbo_per_token_``)."""
-        self._check_params()
+        self.check_params()
         self._build_vocab([self._tokens(d) for d in docs])
         if not self.vocab_:
             raise ValueError(f"no word type survives the vocabulary filters on {len(docs)} training documents")
@@ -392,7 +387,7 @@ class CorrelatedTopicCritic(Critic):
         return state, tensors
 
     def _set_state(self, state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
-        self._check_params()
+        self.check_params()
         vocab = [str(w) for w in state["vocab"]]
         k = self.num_topics
         mu, tril, log_phi = tensors["mu"], tensors["scale_tril"], tensors["log_phi"]

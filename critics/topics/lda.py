@@ -70,7 +70,7 @@ import numpy as np
 import torch
 from torch.distributions import Dirichlet
 
-from critic.config import Range, check_params
+from critic.config import Range
 from critic.critic import Critic, Projection
 from critic.document import Document
 from critic.registry import register_critic
@@ -194,11 +194,6 @@ class LdaCodeMixCritic(Critic):
         self.init = init
         self.tol = tol
 
-    def _check_params(self) -> None:
-        """Every setting against its declaration (type, bounds, choices) before any work: the one check the command
-        line, configs and studies use (:func:`critic.config.check_params`)."""
-        check_params(type(self), self.get_params(), where=type(self).__name__)
-
     # ------------------------------------------------------------------ words
     def bows(self, docs: Sequence[Document]) -> tuple[list[list[tuple[int, int]]], list[int], list[int]]:
         """``(bags of words, known token counts, unknown token counts)`` of ``docs`` under the dictionary."""
@@ -250,7 +245,7 @@ class LdaCodeMixCritic(Critic):
         from gensim.corpora import Dictionary
         from gensim.models import LdaModel
 
-        self._check_params()
+        self.check_params()
         texts = [tokenize(d.text) for d in docs]
         dictionary = Dictionary(texts)
         dictionary.filter_extremes(no_below=self.no_below, no_above=self.no_above, keep_n=self.keep_n)
@@ -387,7 +382,7 @@ class LdaCodeMixCritic(Critic):
                 "fit_converged": self.fit_converged_}, {}
 
     def _set_state(self, state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
-        self._check_params()
+        self.check_params()
         self.training_documents_ = int(state["training_documents"])
         self.training_tokens_ = int(state["training_tokens"])
         self.training_skipped_ = dict(state["training_skipped"])

@@ -138,3 +138,17 @@ def test_keys_from_a_dataclass():
         check_config({"t": {"lr": 0}}, Schema(tables={"t": keys}))
     with pytest.raises(ValueError, match="no fields"):
         keys_from_dataclass(Settings, depth={"min": 1})
+
+
+def test_a_list_setting_s_bounds_hold_for_each_item():
+    """One declaration (``Annotated[Sequence[float], Range]``) bounds every item, named by its index, in the one
+    check every entry point uses: the section critics' delta_grid, refused before any work."""
+    from critics.sections import ClassifierSectionCritic, SectionTransitionCritic
+
+    for cls in (SectionTransitionCritic, ClassifierSectionCritic):
+        check_params(cls, {"delta_grid": [0.1, 1.0]})
+        with pytest.raises(ConfigError, match=r"setting delta_grid\[1\] must be >= 1e-12 and <= 1e\+12, got number "
+                                              r"1e\+20"):
+            check_params(cls, {"delta_grid": [0.1, 1e20]})
+        with pytest.raises(ConfigError, match=r"delta_grid\[0\]"):
+            cls(delta_grid=(0.0,)).check_params()

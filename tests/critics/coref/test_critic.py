@@ -123,9 +123,11 @@ def test_corruptions_raise_the_latent_nll(train, test_docs):
 
 
 def test_bad_settings():
-    with pytest.raises(ValueError, match="smoothing must be one of kenlm, authors"):
+    with pytest.raises(ValueError, match="setting smoothing must be one of 'kenlm', 'authors', got string 'kneser'"):
         CorefChainCritic(smoothing="kneser").fit(corpus(3, 0))
-    with pytest.raises(ValueError, match="resolver must be one of"):
+    with pytest.raises(ValueError, match="setting resolver must be one of 'auto', 'metadata', 'neuralcoref'"):
         CorefChainCritic(resolver="spacy").fit(corpus(3, 0))
+    with pytest.raises(ValueError, match="setting order must be >= 2, got integer 1"):  # as --params says it
+        CorefChainCritic(order=1).fit(corpus(3, 0))
     with pytest.raises(ValueError, match="no training document gave a coreference chain"):
         CorefChainCritic(resolver="metadata").fit([Document("x", (Section(None, "Hi."),))])

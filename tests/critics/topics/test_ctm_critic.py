@@ -125,7 +125,7 @@ def test_newton_is_the_default_inference_and_adam_a_setting(critic, corpus):
 
     assert (critic.infer_method, critic.infer_draws, critic.infer_steps) == ("newton", 24, 100)
     assert CorrelatedTopicCritic().infer_steps is None and CorrelatedTopicCritic().infer_method == "newton"
-    CorrelatedTopicCritic()._check_params()
+    CorrelatedTopicCritic().check_params()
     docs = corpus["test"]
     projection = critic.project(docs)
     steps = np.array(projection.extras["inference_steps"])
@@ -145,7 +145,7 @@ def test_newton_is_the_default_inference_and_adam_a_setting(critic, corpus):
     err_adam = np.median(np.abs(adam.score(docs).latent_nll - t_ref))
     assert err_newton <= min(0.05, err_adam)
     with pytest.raises(ValueError, match="infer_method"):
-        CorrelatedTopicCritic(**{**SETTINGS, "infer_method": "lbfgs"})._check_params()
+        CorrelatedTopicCritic(**{**SETTINGS, "infer_method": "lbfgs"}).check_params()
     for name, value, why in (("covariance_prior_weight", -0.5, "must be >= 0, got number -0.5"),
                              ("covariance_prior_weight", True, "must be a number"),
                              ("covariance_prior_weight", float("inf"), "must be a finite number >= 0, got"),
@@ -154,7 +154,7 @@ def test_newton_is_the_default_inference_and_adam_a_setting(critic, corpus):
                              ("infer_lr", -5, "must be > 0 and <= 1, got integer -5"),  # was saved, broke scoring
                              ("lr", 1e10, "must be > 0 and <= 1")):                  # "converged"
         with pytest.raises(ValueError, match=f"setting {name} {why}"):
-            CorrelatedTopicCritic(**{**SETTINGS, name: value})._check_params()
+            CorrelatedTopicCritic(**{**SETTINGS, name: value}).check_params()
 
 
 def test_save_load_roundtrip(critic, corpus, tmp_path):
