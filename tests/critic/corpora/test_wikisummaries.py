@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from critic.cli import _build_option, main
+from critic.cli import main
+from critic.commands.tools import _build_option
 from critic.corpora import wikisummaries as ws
 from critic.corpora.manpages import split_of
 from critic.corpora.wikisummaries import (WHEEL_NAME, build_wiki_summaries, fetch_wheel, is_film,

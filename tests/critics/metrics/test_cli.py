@@ -11,7 +11,8 @@ import pytest
 
 import critics.metrics as metrics
 from critic import registry
-from critic.cli import build_parser, cmd_setup, main
+from critic.cli import build_parser, main
+from critic.commands.tools import cmd_setup
 from critic.cli_args import called_options
 from critics.metrics.cli import COMMANDS, setup_kenlm
 
