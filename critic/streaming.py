@@ -321,8 +321,8 @@ def merge_shards(parts: Sequence[str | Path], out: str | Path) -> dict:
     when one is unfinished, missing a chunk or from another run, and ``out`` when it is a part or a file the
     tool did not write."""
     out = Path(out)
-    _check_merge_output(out, [Path(p) for p in parts])
-    with output_lock(out):
+    with output_lock(out):  # checked under the lock: another merge cannot write it between check and write
+        _check_merge_output(out, [Path(p) for p in parts])
         return _merge_shards(parts, out)
 
 

@@ -21,7 +21,7 @@ __all__ = ["printable", "json_line", "path_text", "PrintableStream", "printable_
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
-_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029]")
+_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 def printable(text: object, keep: str = "") -> str:
@@ -44,7 +44,8 @@ def _show_surrogate(match: re.Match) -> str:
 
 def json_line(obj: Any) -> str:
     """``obj`` as one JSON line of UTF-8 text with every control character escaped (``\\u009b``): JSON escapes
-    C0 itself, not DEL, C1 or the line separators, which a terminal (or a line reader) would act on."""
+    C0 itself, not DEL, C1 or the line separators, which a terminal (or a line reader) would act on; a lone
+    surrogate (an id read from JSON's ``"\\ud800"``) is escaped too, so the line always encodes as UTF-8."""
     text = json.dumps(obj, ensure_ascii=False)
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
 

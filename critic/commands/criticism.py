@@ -11,7 +11,7 @@ from typing import Sequence
 from ..cli_args import (add_input_arguments, common_options, flag_rule, named_file, named_number, outlier_options,
                         positive_int, read_with_args, resampling_options, set_name)
 from ..io import check_replaceable
-from ..terminal import path_text, printable
+from ..terminal import path_text
 
 __all__ = ["cmd_compare", "cmd_outliers", "cmd_report", "add_compare", "add_report", "add_outliers"]
 
@@ -76,7 +76,7 @@ def cmd_outliers(args) -> int:
     print(f"\n{len(panel.flagged())} of {ranked.n} documents flagged: {panel.rule}.")
     for name, path in (("input", args.input), ("reference", args.reference)):
         if result.set(name).skipped:  # not ranked (input) or not compared with (reference): said, never dropped
-            line = f"{printable(path)}: {describe_skips(result.set(name).skipped)}"
+            line = f"{path}: {describe_skips(result.set(name).skipped)}"  # printed through printable_streams
             print(line)
             print(f"critic: warning: {line}", file=sys.stderr)
     _say_power(panel)

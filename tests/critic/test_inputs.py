@@ -847,3 +847,19 @@ register_format(TsvFormat())
     assert list(registry.list_formats())[-1] == "tsv" and detect_format(gens) == "tsv"
     assert main(["--plugin", str(plugin), "score", str(tmp_path / "m"), "--input", str(gens), "--format", "tvs"]) == 2
     assert "unknown input format 'tvs'; choose auto, documents" in capsys.readouterr().err
+
+
+def test_a_built_in_format_is_told_without_importing_a_plugin(tmp_path, monkeypatch):
+    """``auto`` asks the plugins (which import the critics: torch, gensim, Pyro) only for a path no format
+    registered so far knows."""
+    from critic import registry
+
+    def no_plugins():
+        raise AssertionError("plugins imported")
+
+    write_lines(tmp_path / "t.jsonl", {"text": "x"})
+    monkeypatch.setattr(registry, "load_plugins", no_plugins)
+    assert detect_format(tmp_path / "t.jsonl") == "text-jsonl"
+    (tmp_path / "g.csv").write_text("x\n")
+    with pytest.raises(AssertionError, match="plugins imported"):  # unknown to the built-ins: the plugins are asked
+        detect_format(tmp_path / "g.csv")

@@ -44,6 +44,9 @@ def test_json_lines_escape_what_json_leaves_raw_and_read_back_the_same():
     row = {"id": "a\x9b31mX\x7f\u2028", "x": "\x1b"}
     line = json_line(row)
     assert line == '{"id": "a\\u009b31mX\\u007f\\u2028", "x": "\\u001b"}\n' and json.loads(line) == row
+    lone = {"id": "a\ud800b"}  # what JSON's "\ud800" reads as: raw, it could not be written as UTF-8
+    assert json_line(lone) == '{"id": "a\\ud800b"}\n' and json.loads(json_line(lone)) == lone
+    json_line(lone).encode("utf-8")
 
 
 def test_markdown_cells_show_html_as_text():
