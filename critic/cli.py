@@ -33,13 +33,15 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from . import progress, registry
-from .cli_args import add_input_arguments, common_options, fold_count, positive_int, read_with_args
+from .cli_args import (add_input_arguments, common_options, criticism_settings, fold_count, positive_int, read_with_args,
+                       say)
 from .config import (ConfigError, check_config, check_params, describe_settings, line_of, read_toml, seeded_params,
                      suggest)
 from .helptext import plain_help
 from .io import atomic_write_text, check_replaceable, claim_folder, output_lock
 from .stages import is_run_folder
 from .terminal import printable_streams
+from .workflows import fit_critic
 
 __all__ = ["main", "build_parser", "seed_everything", "EXIT_ERROR", "EXIT_INTERRUPTED"]
 
@@ -120,17 +122,11 @@ def cmd_fit(args) -> int:
     valid = read_with_args(args, args.valid)[0] if args.valid else None
     print(f"fitting {args.critic} on {len(train)} documents"
           + (f" (validation: {len(valid)})" if valid else "") + " ...", file=sys.stderr, flush=True)
-    check = None
-    if args.check_seeds:
-        check = _fit_checking_seeds(args, cls, params, train, valid)
-        critic = check.critics[0]
-    else:
-        with progress.shown():
-            critic = cls(**params).to(args.device).fit(train, validation=valid)
-    folds = critic.calibration_folds if args.calibration_folds is None else args.calibration_folds
+    check = _fit_checking_seeds(args, cls, params, train, valid) if args.check_seeds else None
     with progress.shown():
-        critic.calibrate(train, valid, folds=folds, seed=args.seed,
-                         log=lambda message: print(f"critic: {message}", file=sys.stderr, flush=True))
+        critic = fit_critic(cls(**params).to(args.device) if check is None else check.critics[0], train, valid,
+                            calibration_folds=args.calibration_folds, seed=args.seed, log=say,
+                            fitted=check is not None)
     critic.save(args.out)
     print(f"fitted {args.critic}: {critic.fit_summary(len(train))}; calibration: {critic.calibration.summary()}; "
           f"saved to {args.out}")
@@ -162,24 +158,6 @@ def _fit_checking_seeds(args, cls: type, params: dict, train: list, valid: list 
                            validation=valid)
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def cmd_run(args) -> int:
     path = Path(args.config)
     data, text = read_toml(path)
@@ -198,20 +176,6 @@ def cmd_run(args) -> int:
     with output_lock(out, inside=True):  # two runs in one folder would recompute each other's stages
         runner.fn(config, out=out, seed=args.seed, device=args.device)
     return 0
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 # ------------------------------------------------------------------ parsers, one filler per command
@@ -247,27 +211,11 @@ def _add_fit(p: argparse.ArgumentParser) -> None:
         f.set_defaults(func=cmd_fit)
 
 
-
-
-
-
-
-
-
-
-
-
 def _add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=Path, help="the experiment's TOML config (runner = NAME or module:function)")
     p.add_argument("--out", type=Path, help="run directory (default runs/CONFIG-NAME)")
     common_options(p)
     p.set_defaults(func=cmd_run)
-
-
-
-
-
-
 
 
 _COMMANDS: tuple[tuple[str, Callable | str, str], ...] = (
@@ -377,6 +325,8 @@ def _main(argv: list[str]) -> int:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # usage errors (status 2) and --help (0)
             return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+        if hasattr(args, "criticism"):  # the settings with their bounds, together, before any file or model
+            args.criticism = criticism_settings(args)
         _require_inputs(args)
         if hasattr(args, "device"):
             from .critic import resolve_device

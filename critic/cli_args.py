@@ -15,15 +15,17 @@ import types
 import typing
 from collections.abc import Sequence as AbcSequence
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 from .config import Range
 from .document import Document
-from .inputs import LM_EVAL_TEXTS, InputOptions, ReadReport, read_documents
+from .inputs import LM_EVAL_TEXTS, InputOptions
 from .registry import list_formats
+from .settings import CriticismSettings
+from .workflows import read_set
 
-__all__ = ["positive_int", "probability", "fold_count", "named_number", "named_file", "common_options", "resampling_options",
-           "outlier_options", "flag_rule", "signature_options", "called_options", "add_input_arguments",
+__all__ = ["positive_int", "probability", "fold_count", "named_number", "named_file", "common_options",
+           "add_criticism_options", "criticism_settings", "signature_options", "called_options", "add_input_arguments",
            "input_options", "read_with_args"]
 
 
@@ -103,36 +105,19 @@ def common_options(p: argparse.ArgumentParser) -> None:
                         "results.json")
 
 
-def resampling_options(p: argparse.ArgumentParser) -> None:
-    """``--n-bootstrap`` and ``--n-permutations``: every command that compares sets."""
-    p.add_argument("--n-bootstrap", type=positive_int, default=1000,
-                   help="bootstrap resamples of the CIs (default 1000)")
-    p.add_argument("--n-permutations", type=positive_int, default=2000,
-                   help="permutations of the two-sample tests (default 2000; exact when the two sets have no more "
-                        "splits)")
-    outlier_options(p)
+def add_criticism_options(parser: argparse.ArgumentParser, *, keep: Sequence[str] | None = None,
+                          **defaults: Any) -> None:
+    """The options of :class:`~critic.workflows.CriticismSettings` (``--top``, ``--n-bootstrap``,
+    ``--n-permutations``, ``--outlier-score``, ``--fdr``, ``--flag-level``; ``keep``: some of them) with a command's
+    own ``defaults``.  The command line checks them together before any file or model is read and gives the
+    command ``args.criticism`` (:func:`criticism_settings`)."""
+    signature_options(parser, CriticismSettings, keep=keep, defaults=defaults)
+    parser.set_defaults(criticism=None)
 
 
-def outlier_options(p: argparse.ArgumentParser) -> None:
-    """``--outlier-score`` and the flag rule (``--fdr`` or ``--flag-level``): every command that ranks documents."""
-    p.add_argument("--outlier-score", choices=("length", "plain"), default="length",
-                   help="what a document's outlier p-value compares it with: real documents (the critic's "
-                        "calibration documents and the reference) of similar length (default; a document is not "
-                        "flagged for being short or long) or all of them (plain, kept beside it in documents.jsonl)")
-    rule = p.add_mutually_exclusive_group()
-    rule.add_argument("--fdr", type=probability, default=None,
-                      help="flag documents whose q-value (Benjamini-Hochberg over each set's outlier p-values) is at "
-                           "most this: at most this share of the flags are expected to be real documents "
-                           "(default 0.1: critic.conformal.FLAG_FDR)")
-    rule.add_argument("--flag-level", type=probability, default=None,
-                      help="instead of --fdr: flag documents whose outlier p-value is at most this, document by "
-                           "document (no multiplicity control)")
-
-
-def flag_rule(args: argparse.Namespace) -> dict[str, float | None]:
-    """The flag rule of :func:`outlier_options` as ``criticize_panel``'s keywords: ``level`` when given (it replaces
-    the FDR rule), ``fdr`` when given (else the panel's default, :data:`critic.conformal.FLAG_FDR`)."""
-    return {"level": args.flag_level, **({} if args.fdr is None else {"fdr": args.fdr})}
+def criticism_settings(args: argparse.Namespace) -> CriticismSettings:
+    """The :class:`~critic.workflows.CriticismSettings` of a command's :func:`add_criticism_options`."""
+    return CriticismSettings(**called_options(args))
 
 
 # ------------------------------------------------------------------ options from a function's signature
@@ -167,13 +152,11 @@ def _finite(text: str) -> float:
     return value
 
 
-def _bounded(parse: Callable[[str], Any], bounds: tuple) -> Callable[[str], Any]:
+def _bounded(parse: Callable[[str], Any], bounds: tuple, expects: str) -> Callable[[str], Any]:
     def bounded(text: str) -> Any:
         value = parse(text)
-        for bound in bounds:
-            why = bound.violation(value)
-            if why:
-                raise _OutOfRange(why)
+        if any(bound.violation(value) for bound in bounds):
+            raise _OutOfRange(f"must be {expects}, got {text}")
         return value
 
     return bounded
@@ -235,7 +218,7 @@ def _converter(annotation: Any, bounds: tuple = ()) -> _Converter | None:
     parse, singular, plural = _SIMPLE[annotation]
     if annotation in (int, float) and bounds:
         limits = " " + " and ".join(str(b) for b in bounds)
-        return _Converter(_bounded(parse, bounds), singular + limits, plural + limits)
+        return _Converter(_bounded(parse, bounds, singular + limits), singular + limits, plural + limits)
     return _Converter(parse, singular, plural)
 
 
@@ -255,16 +238,26 @@ def _annotation(param: inspect.Parameter, hints: dict) -> Any:
     return str if param.default is param.empty else None
 
 
+def _word_choices(annotation: Any) -> tuple[str, ...] | None:
+    """The words of a ``Literal`` of strings (possibly ``Annotated``), else ``None``."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _word_choices(typing.get_args(annotation)[0])
+    words = typing.get_args(annotation) if typing.get_origin(annotation) is typing.Literal else ()
+    return words if words and all(isinstance(w, str) for w in words) else None
+
+
 def _is_bool(annotation: Any) -> bool:
     if typing.get_origin(annotation) is typing.Annotated:
         return _is_bool(typing.get_args(annotation)[0])
     return annotation is bool
 
 
-def signature_options(parser: argparse.ArgumentParser, fn: Callable, *, skip: int = 0) -> list[str]:
-    """Add an option per parameter of ``fn`` (after its first ``skip``): ``--name-with-dashes``, read by the
-    parameter's annotation (see :func:`_converter`; a ``bool`` is a flag), required when it has no default;
-    ``Range`` bounds in ``Annotated`` are checked and a string there is the option's help.
+def signature_options(parser: argparse.ArgumentParser, fn: Callable, *, skip: int = 0,
+                      keep: Sequence[str] | None = None, defaults: Mapping[str, Any] | None = None) -> list[str]:
+    """Add an option per parameter of ``fn`` (after its first ``skip``; ``keep``: only these): ``--name-with-dashes``,
+    read by the parameter's annotation (see :func:`_converter`; a ``bool`` is a flag), required when it has no
+    default (``defaults``: the command's own, in place of the signature's); ``Range`` bounds in ``Annotated`` are
+    checked and a string there is the option's help.
 
     A parameter with a default that no text can give (a callable, an object) is left to its default.  Returns the
     names of required parameters that no text can give: ``fn`` has no command-line form while there are any.
@@ -276,6 +269,11 @@ def signature_options(parser: argparse.ArgumentParser, fn: Callable, *, skip: in
         hints = {}
     params = [p for p in inspect.signature(fn).parameters.values()
               if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)][skip:]
+    unknown = sorted({*(keep or ()), *(defaults or {})} - {p.name for p in params})
+    if unknown:
+        raise ValueError(f"{getattr(fn, '__name__', fn)} has no parameters {unknown}")
+    params = [p.replace(default=(defaults or {}).get(p.name, p.default)) for p in params
+              if keep is None or p.name in keep]
     impossible = []
     for param in params:
         annotation = _annotation(param, hints)
@@ -294,9 +292,10 @@ def signature_options(parser: argparse.ArgumentParser, fn: Callable, *, skip: in
             continue
         about = convert.expects + ("; required" if required else "" if param.default is None
                                    else f"; default {param.default}")
-        parser.add_argument(flag, dest=dest, type=convert, required=required, metavar=param.name.upper(),
-                            default=None if required else param.default,
-                            help=(f"{text} ({about})" if text else about).replace("%", "%%"))
+        words = _word_choices(annotation)  # argparse's choices: an unknown word gets the closest known one
+        parser.add_argument(flag, dest=dest, required=required, default=None if required else param.default,
+                            help=(f"{text} ({about})" if text else about).replace("%", "%%"),
+                            **({"choices": words} if words else {"type": convert, "metavar": param.name.upper()}))
     return impossible
 
 
@@ -339,11 +338,11 @@ def input_options(args, *, detect: bool = False) -> InputOptions:
 def read_with_args(args, path: str | Path, name: str | None = None, *, detect: bool = False
                    ) -> tuple[list[Document], dict[str, Any]]:
     """The documents at ``path`` as a command's :func:`add_input_arguments` options say, and what the reader did
-    (said on stderr when it skipped lines, made up ids, split documents at headings by ``--sections auto``
-    or has a warning: :meth:`ReadReport.worth_saying`).  ``detect``: detect the format even when one is
-    forced (a reference set's: usually the project's documents while the candidates are free text)."""
-    report = ReadReport()
-    docs = read_documents(path, input_options(args, detect=detect), name=name, report=report)
-    if report.worth_saying():
-        print(f"critic: {report.summary()}", file=sys.stderr)
-    return docs, {"path": str(path), **report.to_dict()}
+    (:func:`critic.workflows.read_set`, said on stderr).  ``detect``: detect the format even when one is forced
+    (a reference set's: usually the project's documents while the candidates are free text)."""
+    return read_set(path, input_options(args, detect=detect), name, log=say)
+
+
+def say(message: str) -> None:
+    """``critic: message`` on stderr, at once: what a command reports beside its output."""
+    print(f"critic: {message}", file=sys.stderr, flush=True)

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 __all__ = ["Key", "Schema", "ConfigError", "REQUIRED", "load_config", "read_toml", "check_config",
-           "check_value", "check_call", "check_params", "describe_settings", "keys_from_dataclass", "suggest",
+           "check_value", "check_call", "check_params", "describe_settings", "keys_from_dataclass", "settings_table",
+           "suggest",
            "line_of", "Range", "Divides", "Pattern"]
 
 
@@ -386,6 +387,64 @@ def keys_from_dataclass(cls: type, *, defaults: bool = True, **bounds: dict) -> 
     if unknown:
         raise ValueError(f"{cls.__name__} has no fields {sorted(unknown)}")
     return keys
+
+
+def settings_table(cls: type, *, keep: Sequence[str] | None = None, defaults: Mapping[str, Any] | None = None,
+                 notes: Mapping[str, str] | None = None, exclude: Sequence[str] = ("seed",)) -> dict[str, Key]:
+    """A config table of the settings of ``cls.__init__`` (a critic's, or a settings dataclass's): type from the
+    annotation (bounds from its :class:`Range`), default from the signature (or ``defaults``, an entry point's
+    own), help from ``notes`` (what the setting means in a study: ``"K (paper: 100)"``), else the help string of
+    its ``Annotated`` annotation, else naming the setting.  The one introspector of settings every config
+    uses; the command-line options of the same settings come from :func:`critic.cli_args.signature_options`.
+    ``keep`` limits it to some settings; ``seed`` is the run's (``--seed``) and left out by default.
+
+    A study passes the checked table straight to ``cls(**table, seed=run.seed)``: the setting is declared where
+    the critic takes it, and nowhere else.
+    """
+    hints = typing.get_type_hints(cls.__init__, include_extras=True)
+    params = {n: p for n, p in inspect.signature(cls.__init__).parameters.items()
+              if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and n not in exclude}
+    names = list(params) if keep is None else list(keep)
+    notes = notes or {}
+    unknown = [n for n in [*names, *(defaults or {}), *notes] if n not in params]
+    if unknown:
+        raise ValueError(f"{cls.__name__} has no settings {unknown}")
+    unannotated = [n for n in names if n not in hints]
+    if unannotated:
+        raise ValueError(f"{cls.__name__}.__init__ does not annotate {unannotated}: a table needs their types")
+    table = {}
+    for name in names:
+        default = (defaults or {}).get(name, params[name].default)
+        kwargs = {} if default is inspect.Parameter.empty else {"default": _plain(default)}
+        kind, gt, low, high = _unwrap(hints[name])
+        about = notes.get(name) or _annotated_help(hints[name]) or f"{cls.__name__}({name}=...)"
+        table[name] = Key(kind, gt=gt, min=low, max=high, help=about, **kwargs)
+    return table
+
+
+def _unwrap(annotation: Any) -> tuple[Any, ...]:
+    """``(type, gt, min, max)`` of an annotation, its :class:`~critic.config.Range` (if any) as a key's bounds."""
+    if typing.get_origin(annotation) is not typing.Annotated:
+        return annotation, None, None, None
+    base, *meta = typing.get_args(annotation)
+    bounds = [m for m in meta if isinstance(m, Range)]
+    if not bounds:
+        return base, None, None, None
+    if len(bounds) > 1 or bounds[0].lt is not None:
+        raise ValueError(f"a config key takes one Range without lt, got {meta}")
+    return base, bounds[0].gt, bounds[0].min, bounds[0].max
+
+
+def _plain(default: Any) -> Any:
+    """A tuple default as the list a TOML table would hold (so the checked config is JSON as written)."""
+    return list(default) if isinstance(default, tuple) else default
+
+
+def _annotated_help(annotation: Any) -> str:
+    """The help strings in an ``Annotated`` annotation's metadata, joined."""
+    if typing.get_origin(annotation) is not typing.Annotated:
+        return ""
+    return " ".join(m for m in typing.get_args(annotation)[1:] if isinstance(m, str))
 
 
 # ------------------------------------------------------------------ critic params

@@ -41,10 +41,8 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["FLAG_FDR", "ConformalPool", "bh_q_values", "length_groups", "location_scale_residuals", "smallest_p_value"]
+__all__ = ["ConformalPool", "bh_q_values", "length_groups", "location_scale_residuals", "smallest_p_value"]
 
-FLAG_FDR = 0.1
-"""Default false discovery rate of outlier flags: a document is flagged when its q-value is at most this."""
 
 
 class _Group:

@@ -35,18 +35,17 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .conformal import FLAG_FDR, bh_q_values
+from .conformal import bh_q_values
 from .critic import Critic
 from .criticism import criticize
 from .document import Document, DocumentError, iter_json_lines
+from .settings import FLAG_FDR, FLAG_TOP
 from .results import SCHEMA_VERSION, CriticismResult, DocumentResult, json_ready
 from .views import set_statistics
 
 __all__ = ["Flag", "PanelResult", "criticize_panel", "explain_flags", "explain_outliers", "add_set_statistics",
            "load_results", "flag_power", "FLAG_FDR", "FLAG_TOP", "MAUVE_MIN_DOCUMENTS"]
 
-FLAG_TOP = 20
-"""Default number of least likely documents per critic and set that can be flagged."""
 MAUVE_MIN_DOCUMENTS = 50
 """MAUVE of a set with fewer documents (on either side) is not reported: its quantisation is not trusted."""
 
@@ -102,6 +101,15 @@ class PanelResult:
     @property
     def set_names(self) -> list[str]:
         return [s.name for s in next(iter(self.results.values())).sets]
+
+    @property
+    def result(self) -> CriticismResult:
+        """The one critic's result of a panel of one (``critic compare``'s, a study's); a ``ValueError`` naming the
+        critics when there are several."""
+        if len(self.results) != 1:
+            raise ValueError(f"a panel of {len(self.results)} critics ({', '.join(self.results)}): take one of "
+                             "them from .results[label]")
+        return next(iter(self.results.values()))
 
     @property
     def reference_name(self) -> str:
@@ -267,10 +275,11 @@ def explain_flags(panel: PanelResult, critics: Mapping[str, Critic], documents: 
 def explain_outliers(result: CriticismResult, critic: Critic, documents: Mapping[str, Sequence[Document]], *,
                      top: int, name: str | None = None) -> None:
     """Set ``reasons`` on the ``top`` outliers of one critic's result (of set ``name``, or of every set): the
-    documents a single-critic report or ``critic outliers`` lists, each explained once by ``critic``."""
+    documents a report or ``critic outliers`` lists, each explained once by ``critic``."""
     by_id = {set_name: {d.id: d for d in docs} for set_name, docs in documents.items()}
     for set_name, result_doc in result.outliers(name=name, top=top):
-        result_doc.reasons = critic.explain(result_doc, by_id.get(set_name, {}).get(result_doc.id))
+        if result_doc.reasons is None:  # a flag's, explained already
+            result_doc.reasons = critic.explain(result_doc, by_id.get(set_name, {}).get(result_doc.id))
 
 
 def add_set_statistics(panel: PanelResult, reference: Sequence[Document], candidates: Mapping[str, Sequence[Document]],

@@ -1,12 +1,14 @@
-"""Reports: set results as JSON, per-document results as JSONL, Markdown, figures.
+"""The one report writer: a criticism (:class:`~critic.panel.PanelResult`, one critic or several) as a folder of
+``results.json``, ``documents.jsonl``, ``report.md`` and ``index.html`` with a page per flagged document.
 
-``results.json`` follows :mod:`critic.results` (schema version, the critic's
-name, params and state hash, the inputs with their hashes, the configuration)
-plus the environment: Python, package versions and the git hash of the code,
-so a number can always be traced to what produced it.
+Every entry point writes its report here (``critic compare``, ``critic report``, ``critic run`` configs and the
+studies, through :mod:`critic.workflows`); a study adds its own Markdown sections and figures.  ``results.json``
+is the panel's (:mod:`critic.panel`: each critic's :mod:`critic.results` schema: its name, params and state
+hash, the inputs with their hashes, the configuration) plus the environment: Python, package versions and the
+git hash of the code, so a number can always be traced to what produced it.
 
-:func:`write_report` writes a report directory atomically: it is complete or
-absent, never a ``results.json`` of one run beside figures of another.
+:func:`write_report` writes a report directory atomically: it is complete or absent, never a ``results.json`` of
+one run beside figures of another.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from .conformal import FLAG_FDR
 from .critic import Critic
 from .document import Document
 from .html import DocumentView
@@ -28,8 +29,7 @@ from .panel import Flag, PanelResult
 from .results import CriticismResult, json_ready, markdown_cell, markdown_table, outliers_table
 from .views import document_view, report_figures
 
-__all__ = ["environment", "write_results_json", "write_documents_jsonl", "write_report", "write_panel_report",
-           "REPORT_FILES"]
+__all__ = ["environment", "write_documents_jsonl", "write_report", "REPORT_FILES"]
 
 _PACKAGES = ("critic", "numpy", "scipy", "torch", "torch-struct", "pyro-ppl", "gensim", "kenlm", "transformers")
 
@@ -58,15 +58,6 @@ def environment() -> dict[str, Any]:
 
     return {"python": platform.python_version(), "packages": versions, "git": _git_hash(),
             "torch_threads": torch.get_num_threads()}
-
-
-def write_results_json(result: CriticismResult, path: str | Path, *, extra: dict | None = None) -> Path:
-    """``results.json``: the result's schema, the environment and ``extra`` keys (atomically)."""
-    payload = result.to_dict()
-    payload["environment"] = environment()
-    if extra:
-        payload.update(json_ready(extra))
-    return atomic_write_text(path, json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
 
 
 def _document_rows(result: CriticismResult, critic: str | None = None):
@@ -108,7 +99,8 @@ def flagged_per_step(flags: Sequence[Flag], label: str) -> list[float]:
 
 def _write_html(panel: PanelResult, directory: Path, *, documents: Mapping[str, Sequence[Document]] | None,
                 figures: Mapping[str, Mapping[str, str]], views: Mapping[str, DocumentView] | None) -> None:
-    """``index.html`` and ``documents/K.html`` for each flagged document, into ``directory``."""
+    """``index.html`` and ``documents/K.html`` for each flagged document, into ``directory``: each critic's
+    histogram and ``figures`` (heading -> caption -> markup: a critic's under its label, a run's own under theirs)."""
     from .html import render_document, render_index
     from .plots import latent_nll_histogram_figure, svg_markup
 
@@ -117,56 +109,13 @@ def _write_html(panel: PanelResult, directory: Path, *, documents: Mapping[str, 
                      svg_markup(latent_nll_histogram_figure(result, flagged=flagged_per_step(flags, label))),
                      **figures.get(label, {})}
              for label, result in panel.results.items()}
+    shown.update({heading: own for heading, own in figures.items() if heading not in panel.results})
     atomic_write_text(directory / "index.html", render_index(panel, flags, shown))
     by_id = {name: {d.id: d for d in docs} for name, docs in (documents or {}).items()}
     (directory / "documents").mkdir(exist_ok=True)
     for k, flag in enumerate(flags):
         doc = by_id.get(flag.set, {}).get(flag.id)
         atomic_write_text(directory / "documents" / f"{k}.html", render_document(flag, doc, views))
-
-
-def write_report(result: CriticismResult, out_dir: str | Path, *, top: int = 10, extra: dict | None = None,
-                 plot: bool = True, sections: Sequence[str] = (),
-                 figures: Callable[[Path], dict[str, Path]] | None = None,
-                 documents: Mapping[str, Sequence[Document]] | None = None, fdr: float | None = FLAG_FDR,
-                 level: float | None = None) -> dict[str, Path]:
-    """Write a report directory: ``results.json``, ``documents.jsonl``, ``report.md``, ``index.html``
-    (with a page per flagged document) and figures.
-
-    ``sections`` are Markdown blocks appended to ``report.md``; ``figures(dir)``
-    draws a critic's own figures into ``dir`` and returns them by name (shown in ``index.html`` too);
-    ``documents`` (set name -> documents) puts each flagged document's text on its page; ``fdr`` or ``level``
-    is the flag rule (:class:`~critic.panel.PanelResult`).  The
-    directory is built aside and swapped in whole; an existing directory is
-    replaced only if it is a report (holds ``results.json``) or empty.
-    """
-    out = Path(out_dir)
-    check_replaceable(out, "report")
-    names: dict[str, str] = {}
-    panel = PanelResult({result.critic_name: result}, top=top, fdr=fdr, level=level)
-    with atomic_directory(out, "report") as tmp:
-        write_results_json(result, tmp / "results.json", extra={"flags": panel.to_dict()["flags"], **(extra or {})})
-        write_documents_jsonl(result, tmp / "documents.jsonl")
-        report = ["# Criticism report", "", markdown_table(result), "", *_flag_lines(panel), "",
-                  f"## Top {top} outliers", "", outliers_table(result, top=top)]
-        skipped = [(s.name, k, v) for s in result.sets for k, v in s.skipped.items()]
-        if skipped:
-            report += ["", "## Documents that could not be projected", ""]
-            report += [f"- `{name}` / `{doc}`: {why}" for name, doc, why in skipped]
-        report += [block for s in sections for block in ("", s)]
-        atomic_write_text(tmp / "report.md", "\n".join(report) + "\n")
-        names = {"results": "results.json", "documents": "documents.jsonl", "report": "report.md",
-                 "html": "index.html"}
-        if plot:
-            from .plots import latent_nll_histogram
-
-            latent_nll_histogram(result, tmp / "latent_nll_hist.png", top=top)
-            names["histogram"] = "latent_nll_hist.png"
-        drawn = {k: Path(p) for k, p in figures(tmp).items()} if figures is not None else {}
-        names.update({k: p.relative_to(tmp).as_posix() for k, p in drawn.items()})
-        _write_html(panel, tmp, documents=documents, views=None,
-                    figures={result.critic_name: {k: _png_markup(p) for k, p in drawn.items()}})
-    return {k: out / v for k, v in names.items()}
 
 
 def _flag_lines(panel: PanelResult) -> list[str]:
@@ -195,40 +144,61 @@ def critic_figures(critics: Mapping[str, Critic], panel: PanelResult,
             for label, critic in critics.items()}
 
 
-def write_panel_report(panel: PanelResult, out_dir: str | Path, *, extra: dict | None = None,
-                       documents: Mapping[str, Sequence[Document]] | None = None,
-                       critics: Mapping[str, Critic] | None = None) -> dict[str, Path]:
-    """Write a panel's report directory: ``results.json`` (every critic), ``documents.jsonl`` (one row per
-    document and critic), ``report.md`` (each critic's table, then the flagged documents with the critics'
-    reasons, :attr:`Flag.reasons`) and ``index.html``
-    with ``documents/K.html`` per flagged document (its text from ``documents``, set name -> documents).
-    With the fitted ``critics`` (label -> critic), each draws its own figures and its view of each flagged
-    document (its view, :mod:`critic.views`).  Built aside and swapped in
-    whole."""
+def write_report(panel: PanelResult, out_dir: str | Path, *, documents: Mapping[str, Sequence[Document]] | None = None,
+                 critics: Mapping[str, Critic] | None = None, extra: Mapping[str, Any] | None = None,
+                 sections: Sequence[str] = (), figures: Callable[[Path], Mapping[str, Path]] | None = None
+                 ) -> dict[str, Path]:
+    """Write a criticism's report directory and return its files by kind.
+
+    - ``results.json``: every critic's results, the reads, the flag rule, the environment and ``extra`` keys;
+    - ``documents.jsonl``: one row per document and critic (:func:`write_documents_jsonl`);
+    - ``report.md``: each critic's set table and its ``panel.top`` least likely documents, the flags (what a
+      flag means, what bounds them) with the critics' reasons, then ``sections`` (Markdown blocks of a study);
+    - ``index.html`` with ``documents/K.html`` per flagged document (its text from ``documents``, set name ->
+      documents).
+
+    With the fitted ``critics`` (label -> critic) each draws its own figures and its view of each flagged
+    document (:mod:`critic.views`).  ``figures(folder)`` draws a study's own figures into the folder and returns
+    them by name (kept as files beside ``report.md`` and shown in ``index.html``).  The directory is built aside
+    and swapped in whole; an existing one is replaced only if it is a report (holds ``results.json``) or empty.
+    """
     critics = dict(critics or {})
-    figures = critic_figures(critics, panel, documents or {})
+    shown = critic_figures(critics, panel, documents or {})
     document_views = {label: functools.partial(document_view, critic) for label, critic in critics.items()}
     out = Path(out_dir)
     check_replaceable(out, "report")
+    written = {"results": "results.json", "documents": "documents.jsonl", "report": "report.md", "html": "index.html"}
     with atomic_directory(out, "report") as tmp:
-        payload = panel.to_dict()
-        payload["environment"] = environment()
-        if extra:
-            payload.update(json_ready(extra))
+        payload = {**panel.to_dict(), "environment": environment(), **json_ready(dict(extra or {}))}
         atomic_write_text(tmp / "results.json",
                           json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
         write_documents_jsonl(panel, tmp / "documents.jsonl")
-        flags = panel.flagged()
-        lines = ["# Criticism report", ""]
-        for label, result in panel.results.items():
-            lines += [f"## {label}", "", markdown_table(result, label), ""]
-        lines += _flag_lines(panel)
-        lines += ["", "| set | document | critics | min q | min outlier p | why |", "|---|---|---|---:|---:|---|"]
-        lines += [f"| {markdown_cell(f.set)} | {markdown_cell(f.id)} | {', '.join(map(markdown_cell, f.by))} | "
-                  f"{f.min_q_value:.4f} | {f.min_p_value:.4f} | "
-                  + "<br>".join(markdown_cell(f"{label}: {'; '.join(why)}") for label, why in f.reasons.items())
-                  + " |" for f in flags]
-        atomic_write_text(tmp / "report.md", "\n".join(lines) + "\n")
-        _write_html(panel, tmp, documents=documents, figures=figures, views=document_views)
-    return {"results": out / "results.json", "documents": out / "documents.jsonl", "report": out / "report.md",
-            "html": out / "index.html"}
+        atomic_write_text(tmp / "report.md", "\n".join([*_markdown(panel), *(b for s in sections for b in ("", s))])
+                          + "\n")
+        drawn = {name: Path(path) for name, path in (figures(tmp) if figures is not None else {}).items()}
+        written.update({name: path.relative_to(tmp).as_posix() for name, path in drawn.items()})
+        if drawn:
+            shown["Figures of this run"] = {name: _png_markup(path) for name, path in drawn.items()}
+        _write_html(panel, tmp, documents=documents, figures=shown, views=document_views)
+    return {kind: out / name for kind, name in written.items()}
+
+
+def _markdown(panel: PanelResult) -> list[str]:
+    """``report.md``'s lines: each critic's table, least likely documents and unprojected documents, then the
+    flags."""
+    lines = ["# Criticism report", ""]
+    for label, result in panel.results.items():
+        lines += [f"## {markdown_cell(label)}", "", markdown_table(result, label), "",
+                  f"### Least likely documents (top {panel.top})", "", outliers_table(result, top=panel.top), ""]
+        skipped = [(s.name, k, v) for s in result.sets for k, v in s.skipped.items()]
+        if skipped:
+            lines += ["### Documents that could not be projected", ""]
+            lines += [f"- {markdown_cell(name)} / {markdown_cell(doc)}: {markdown_cell(why)}"
+                      for name, doc, why in skipped] + [""]
+    lines += _flag_lines(panel)
+    lines += ["", "| set | document | critics | min q | min outlier p | why |", "|---|---|---|---:|---:|---|"]
+    lines += [f"| {markdown_cell(f.set)} | {markdown_cell(f.id)} | {', '.join(map(markdown_cell, f.by))} | "
+              f"{f.min_q_value:.4f} | {f.min_p_value:.4f} | "
+              + "<br>".join(markdown_cell(f"{label}: {'; '.join(why)}") for label, why in f.reasons.items())
+              + " |" for f in panel.flagged()]
+    return lines

@@ -41,13 +41,12 @@ from typing import Any
 
 from .config import ConfigError, Key, Schema, check_params, seeded_params
 from .critic import Critic
-from .criticism import require_comparable_shapes
-from .outliers import OUTLIER_SCORES
-from .inputs import FORMAT_NAMES, LM_EVAL_TEXTS, InputOptions, ReadReport, read_documents
+from .inputs import FORMAT_NAMES, LM_EVAL_TEXTS, InputOptions
 from .io import sha256_file
-from .panel import FLAG_FDR, FLAG_TOP, add_set_statistics, criticize_panel
 from .registry import get_critic, register_runner
 from .stages import Stage
+from .settings import CriticismSettings, criticism_keys
+from .workflows import criticise, fit_critic, read_set, read_sets
 
 __all__ = ["SCHEMA", "main"]
 
@@ -71,15 +70,7 @@ SCHEMA = Schema(
             "separator": Key(str, help="format text: the string between generations"),
         },
         "report": {
-            "top": Key(int, FLAG_TOP, min=1, help="list at most this many flagged documents per critic and set"),
-            "fdr": Key(float, gt=0, max=1, help=f"flag documents whose q-value (Benjamini-Hochberg over each set's "
-                                                f"outlier p-values) is at most this (default {FLAG_FDR})"),
-            "flag_level": Key(float, gt=0, max=1, help="instead of fdr: flag at outlier p-values at most this, "
-                                                       "document by document"),
-            "n_bootstrap": Key(int, 1000, min=1, help="bootstrap resamples of the CIs"),
-            "n_permutations": Key(int, 2000, min=1, help="permutations of the two-sample tests"),
-            "outlier_score": Key(str, "length", choices=OUTLIER_SCORES,
-                                 help="outlier p-values against reference documents of similar length, or plain"),
+            **criticism_keys(),
             "word_ppl": Key(dict, {}, help="candidate -> its word perplexity (critic lm ppl), shown beside"),
             "mauve": Key(bool, False, help="MAUVE of each candidate against the reference (50+ documents)"),
         },
@@ -125,14 +116,6 @@ def _check_critics(entries: list[dict]) -> list[dict]:
     return entries
 
 
-def _read(path: str, options: InputOptions, name: str) -> tuple[list, dict]:
-    report = ReadReport()
-    docs = read_documents(path, options, name=name, report=report)
-    if report.worth_saying():
-        _log(report.summary())
-    return docs, {"path": path, **report.to_dict()}
-
-
 def _critic(entry: dict, out: Path, device: str, seed: int, options: InputOptions) -> tuple[Critic, Stage | None]:
     """The critic of one ``[[critics]]`` table: loaded from its folder, or fitted (a resumable stage)."""
     if "path" in entry:
@@ -146,15 +129,14 @@ def _critic(entry: dict, out: Path, device: str, seed: int, options: InputOption
         _log(f"critic {entry['label']}: up to date ({stage.path})")
         return Critic.load(stage.path, device=device), stage
     stage.begin()
-    train = _read(entry["train"], options, "train")[0]
-    valid = _read(entry["valid"], options, "valid")[0] if "valid" in entry else None
+    train = read_set(entry["train"], options, "train", log=_log)[0]
+    valid = read_set(entry["valid"], options, "valid", log=_log)[0] if "valid" in entry else None
     _log(f"critic {entry['label']}: fitting {entry['fit']} on {len(train)} documents")
     cls = get_critic(entry["fit"])
     params = seeded_params(cls, entry.get("params", {}), seed, where=f"[[critics]] {entry['label']!r} params",
                            seed_option="the run's --seed")
-    critic = cls(**params).to(device).fit(train, validation=valid)
-    critic.calibrate(train, valid, folds=entry.get("calibration_folds"), seed=seed,
-                     log=lambda message: _log(f"critic {entry['label']}: {message}"))
+    critic = fit_critic(cls(**params).to(device), train, valid, calibration_folds=entry.get("calibration_folds"),
+                        seed=seed, log=lambda message: _log(f"critic {entry['label']}: {message}"))
     critic.save(stage.path)
     stage.commit()
     _log(f"critic {entry['label']}: {critic.fit_summary(len(train))}; calibration: {critic.calibration.summary()}")
@@ -165,22 +147,25 @@ def _critic(entry: dict, out: Path, device: str, seed: int, options: InputOption
 
 @register_runner("report", SCHEMA, "several critics over a reference and candidate sets: one HTML report")
 def main(config: dict[str, Any], *, out: Path, seed: int = 0, device: str = "cpu") -> dict:
-    """Fit or load every critic, read the sets, write ``OUT/report/`` (see :func:`critic.report.write_panel_report`)."""
-    from .report import write_panel_report
+    """Fit or load every critic, read the sets, write ``OUT/report/`` (:mod:`critic.workflows`, the same code as
+    ``critic report``)."""
+    from .report import write_report
 
     entries = _check_critics(config.get("critics") or [])
-    sets, settings = config["sets"], config["report"]
+    sets, settings = config["sets"], dict(config["report"])
     if "reference" not in sets or not sets.get("candidates"):
         raise ConfigError("report config: [sets] needs reference = FILE and candidates = {NAME = FILE, ...}")
-    if settings.get("fdr") is not None and settings.get("flag_level") is not None:
-        raise ConfigError("report config: [report] fdr and flag_level are two flag rules: give one of them")
-    for name, value in settings["word_ppl"].items():
+    word_ppl, mauve = settings.pop("word_ppl"), settings.pop("mauve")
+    try:
+        criticism = CriticismSettings(**settings)
+    except ConfigError as exc:
+        raise ConfigError(f"report config: [report] {exc}") from None
+    for name, value in word_ppl.items():
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if name not in sets["candidates"] or not number or value <= 0:
             raise ConfigError(f"report config: [report] word_ppl: {name} = {value!r}: needs a candidate set's name "
                               "and a positive number")
-    options = InputOptions(**{k: v for k, v in config["inputs"].items()})
-    detect = InputOptions(**{**config["inputs"], "format": "auto"})
+    options = InputOptions(**config["inputs"])
     out = Path(out)
     critics, stages = {}, []
     for entry in entries:
@@ -188,29 +173,19 @@ def main(config: dict[str, Any], *, out: Path, seed: int = 0, device: str = "cpu
         stages += [stage] if stage else []
     files = {"reference": sets["reference"], **sets["candidates"]}
     report = Stage(out, "report", {"files": {k: sha256_file(v) for k, v in files.items()},
-                                   "inputs": options.__dict__, "settings": settings, "seed": seed,
+                                   "inputs": options.__dict__, "settings": config["report"], "seed": seed,
                                    "critics": {label: c.state_sha256() for label, c in critics.items()}},
                    upstream=stages)
     if report.done():
         _log(f"report: up to date ({report.path})")
     else:
         report.begin()
-        reads: dict[str, dict] = {}
-        reference, reads["reference"] = _read(sets["reference"], detect, "reference")
-        candidates = {}
-        for name, path in sets["candidates"].items():
-            candidates[name], reads[name] = _read(path, options, name)
-        require_comparable_shapes(reference, candidates, sections=options.sections, option="[inputs] sections =")
-        panel = criticize_panel(critics, reference, candidates, reads=reads,
-                                fdr=FLAG_FDR if settings.get("fdr") is None else settings["fdr"],
-                                level=settings.get("flag_level"), top=settings["top"], paths=files,
-                                n_bootstrap=settings["n_bootstrap"],
-                                n_permutations=settings["n_permutations"], outlier_score=settings["outlier_score"],
-                                seed=seed)
-        add_set_statistics(panel, reference, candidates, critics=critics, word_ppl=settings["word_ppl"],
-                           mauve=settings["mauve"], seed=seed)
-        write_panel_report(panel, report.path, documents={"reference": reference, **candidates}, critics=critics,
-                           extra={"run": {"config": config, "seed": seed, "device": str(device)}})
+        reference, candidates, reads = read_sets(sets["reference"], sets["candidates"], options, log=_log,
+                                                 option="[inputs] sections =")
+        panel = criticise(critics, reference, candidates, criticism, seed=seed, reads=reads, paths=files,
+                          word_ppl=word_ppl, mauve=mauve)
+        write_report(panel, report.path, documents={"reference": reference, **candidates}, critics=critics,
+                     extra={"run": {"config": config, "seed": seed, "device": str(device)}})
         report.commit()
         _log(f"{len(panel.flagged())} flagged document(s)")
     print((report.path / "report.md").read_text(encoding="utf-8"))

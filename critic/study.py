@@ -8,7 +8,7 @@ the run.  Results are read back as objects (:func:`load_results`), so tables are
 :class:`~critic.results.CriticismResult`, never from dictionary keys::
 
     SCHEMA = study_schema({"data": {"root": Key(str, "/usr/share/man")},
-                           "critic": critic_table(SectionCritic)})
+                           "critic": settings_table(SectionCritic)})
 
     @register_study("mystudy", SCHEMA, "one line for `critic run --list`")
     def main(run: Pipeline) -> CriticismResult:
@@ -23,27 +23,26 @@ the run.  Results are read back as objects (:func:`load_results`), so tables are
         return load_results(report.path)
 
 Shared keys live in :data:`RUNTIME_KEYS` (top level) and :data:`CRITICISM_KEYS` (``[criticism]``); a critic's
-settings table is derived from its ``__init__`` (:func:`critic_table`), so a setting is declared once, where the
+settings table is derived from its ``__init__`` (:func:`~critic.config.settings_table`), so a setting is declared once, where the
 critic takes it.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
 import json
-import typing
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from .config import Divides, Key, Range, Schema, check_config
-from .conformal import FLAG_FDR
+from .config import Divides, Key, Schema, check_config, settings_table
 from .panel import load_results
 from .registry import register_runner
 from .stages import Stage
+from .settings import CriticismSettings, criticism_keys
+from .workflows import criticise
 
-__all__ = ["Pipeline", "register_study", "study_schema", "critic_table", "load_results", "read_json",
+__all__ = ["Pipeline", "register_study", "study_schema", "settings_table", "load_results", "read_json",
            "RUNTIME_KEYS", "CRITICISM_KEYS"]
 
 RUNTIME_KEYS = {
@@ -51,14 +50,9 @@ RUNTIME_KEYS = {
 }
 """Top-level keys every study accepts."""
 
-CRITICISM_KEYS = {
-    "n_bootstrap": Key(int, 1000, min=1, help="bootstrap resamples of the CIs"),
-    "n_permutations": Key(int, 2000, min=1, help="permutations of the two-sample test"),
-    "top": Key(int, 10, min=1, help="outliers listed in the report"),
-    "fdr": Key(float, FLAG_FDR, gt=0, max=1, help="flag documents whose q-value (Benjamini-Hochberg over each set's "
-                                                  "outlier p-values) is at most this"),
-}
-"""Keys of every study's ``[criticism]`` table; a study adds its own beside them."""
+CRITICISM_KEYS = criticism_keys(top=10)
+"""Keys of every study's ``[criticism]`` table (:class:`~critic.workflows.CriticismSettings`, listing 10 documents);
+a study adds its own beside them."""
 
 
 def study_schema(tables: Mapping[str, Mapping[str, Key]], *, criticism: Mapping[str, Key] | None = None,
@@ -75,55 +69,6 @@ def study_schema(tables: Mapping[str, Mapping[str, Key]], *, criticism: Mapping[
         raise ValueError("give the study's own [criticism] keys as criticism=, not as a table")
     return Schema(keys={**RUNTIME_KEYS, **keys}, tables={**tables, "criticism": {**CRITICISM_KEYS, **criticism}},
                   checks=tuple(checks))
-
-
-def critic_table(cls: type, *, keep: Sequence[str] | None = None, defaults: Mapping[str, Any] | None = None,
-                 notes: Mapping[str, str] | None = None, exclude: Sequence[str] = ("seed",)) -> dict[str, Key]:
-    """A config table of the settings of ``cls.__init__``: type from the annotation (bounds from its
-    :class:`~critic.config.Range`), default from the signature (or ``defaults``, a study's own), help from
-    ``notes`` (what the setting means in the study: ``"K (paper: 100)"``) or naming the critic's setting.
-    ``keep`` limits it to some settings; ``seed`` is the run's (``--seed``) and left out by default.
-
-    A study passes the checked table straight to ``cls(**table, seed=run.seed)``: the setting is declared where
-    the critic takes it, and nowhere else.
-    """
-    hints = typing.get_type_hints(cls.__init__, include_extras=True)
-    params = {n: p for n, p in inspect.signature(cls.__init__).parameters.items()
-              if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and n not in exclude}
-    names = list(params) if keep is None else list(keep)
-    notes = notes or {}
-    unknown = [n for n in [*names, *(defaults or {}), *notes] if n not in params]
-    if unknown:
-        raise ValueError(f"{cls.__name__} has no settings {unknown}")
-    unannotated = [n for n in names if n not in hints]
-    if unannotated:
-        raise ValueError(f"{cls.__name__}.__init__ does not annotate {unannotated}: a table needs their types")
-    table = {}
-    for name in names:
-        default = (defaults or {}).get(name, params[name].default)
-        kwargs = {} if default is inspect.Parameter.empty else {"default": _plain(default)}
-        kind, gt, low, high = _unwrap(hints[name])
-        table[name] = Key(kind, gt=gt, min=low, max=high, help=notes.get(name, f"{cls.__name__}({name}=...)"),
-                          **kwargs)
-    return table
-
-
-def _unwrap(annotation: Any) -> tuple[Any, ...]:
-    """``(type, gt, min, max)`` of an annotation, its :class:`~critic.config.Range` (if any) as a key's bounds."""
-    if typing.get_origin(annotation) is not typing.Annotated:
-        return annotation, None, None, None
-    base, *meta = typing.get_args(annotation)
-    bounds = [m for m in meta if isinstance(m, Range)]
-    if not bounds:
-        return base, None, None, None
-    if len(bounds) > 1 or bounds[0].lt is not None:
-        raise ValueError(f"a config key takes one Range without lt, got {meta}")
-    return base, bounds[0].gt, bounds[0].min, bounds[0].max
-
-
-def _plain(default: Any) -> Any:
-    """A tuple default as the list a TOML table would hold (so the checked config is JSON as written)."""
-    return list(default) if isinstance(default, tuple) else default
 
 
 class Pipeline:
@@ -208,26 +153,28 @@ class Pipeline:
             out.update(table)
         return out
 
-    def criticize(self, critic, reference, candidates, **kwargs):
-        """:func:`critic.criticism.criticize` with the run's ``[criticism]`` resamples and seed."""
-        from .criticism import criticize
+    @property
+    def settings(self) -> CriticismSettings:
+        """The run's :class:`~critic.workflows.CriticismSettings` (its ``[criticism]`` keys of them)."""
+        table = self.config["criticism"]
+        return CriticismSettings(**{name: table[name] for name in CRITICISM_KEYS if name in table})
 
-        settings = self.config["criticism"]
-        return criticize(critic, reference, candidates, n_bootstrap=settings["n_bootstrap"],
-                         n_permutations=settings["n_permutations"], seed=self.seed, **kwargs)
+    def criticize(self, critic, reference, candidates, **kwargs):
+        """:func:`critic.workflows.criticise` with the run's settings and seed: ``critic`` (labelled by its name)
+        over the sets; a :class:`~critic.panel.PanelResult`."""
+        return criticise({critic.name: critic}, reference, candidates, self.settings, seed=self.seed, **kwargs)
 
     def record(self, **extra: Any) -> dict:
         """The run's record written beside every report: config, seed, device and the stages' keys."""
         return {"config": self.config, "seed": self.seed, "device": str(self.device),
                 "stages": {s.name: s.key for s in self.stages}, **extra}
 
-    def write_report(self, directory: str | Path, result, **kwargs) -> dict[str, Path]:
-        """:func:`critic.report.write_report` with ``[criticism] top`` and the run's record."""
+    def write_report(self, directory: str | Path, panel, **kwargs) -> dict[str, Path]:
+        """:func:`critic.report.write_report` (the one report writer) with the run's record."""
         from .report import write_report
 
         extra = {"run": self.record(**kwargs.pop("record", {}))}
-        settings = self.config["criticism"]
-        return write_report(result, directory, top=settings["top"], fdr=settings["fdr"], extra=extra, **kwargs)
+        return write_report(panel, directory, extra=extra, **kwargs)
 
 
 def register_study(name: str, schema: Schema, description: str = ""):

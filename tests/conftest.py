@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import json
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests use models that install of
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parent.parent
+
+
+@pytest.fixture(scope="session")
+def report_json():
+    """A study's ``report/results.json`` read as its one critic's results beside the report's own keys (``run``,
+    ``flags``, ``reads``): a study's report is a panel of one critic (:func:`critic.report.write_report`)."""
+
+    def read(path) -> dict:
+        payload = json.loads(Path(path).read_text(encoding="utf-8"))
+        (one,) = payload.pop("critics").values()
+        return {**payload, **one}
+
+    return read
 
 
 @pytest.fixture(scope="session")

@@ -16,12 +16,12 @@ from critic.critic import Critic
 from critic.document import read_jsonl
 from critic.io import atomic_write_text
 from critic.results import CriticismResult
-from critic.study import Pipeline, critic_table, load_results, register_study, study_schema
+from critic.study import Pipeline, load_results, settings_table, register_study, study_schema
 from critics.sections import SectionTransitionCritic
 
 SCHEMA = study_schema({
     "corpus": {"root": Key(str, "/usr/share/man", help="man page root")},
-    "critic": critic_table(SectionTransitionCritic),  # every setting of the critic, declared once: in its __init__
+    "critic": settings_table(SectionTransitionCritic),  # every setting of the critic, declared once: in its __init__
 })
 
 
@@ -51,9 +51,11 @@ def main(run: Pipeline) -> CriticismResult:
         with run.computing(report):
             test = read_jsonl(data.path / "test.jsonl")
             shuffled = corrupt_all(test, "permuted", seed=run.seed)
-            result = run.criticize(Critic.load(fitted.path), test, {"shuffled": shuffled}, reference_name="real")
-            run.write_report(report.path, result, documents={"real": test, "shuffled": shuffled})
-    result = load_results(report.path)
+            critic = Critic.load(fitted.path)
+            panel = run.criticize(critic, test, {"shuffled": shuffled}, reference_name="real")
+            run.write_report(report.path, panel, critics={critic.name: critic},
+                             documents={"real": test, "shuffled": shuffled})
+    result = load_results(report.path).result
     atomic_write_text(run.out / "table.md", table(result) + "\n")
     run.log(f"table in {run.out / 'table.md'}")
     return result

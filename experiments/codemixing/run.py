@@ -39,7 +39,8 @@ from critic.io import atomic_write_text
 from critic.registry import get_corpus
 from critic.results import CriticismResult
 from critic.stages import Stage
-from critic.study import Pipeline, critic_table, load_results, read_json, register_study, study_schema
+from critic.study import Pipeline, load_results, settings_table, read_json, register_study, study_schema
+from critic.workflows import fit_critic
 from critics.topics.lda import LdaCodeMixCritic
 from experiments.lm_stages import read_splits
 
@@ -86,7 +87,7 @@ SCHEMA = study_schema({
                                                  "messages, with all their targets (absent: all)"),
     },
     "critic": {
-        **critic_table(LdaCodeMixCritic),
+        **settings_table(LdaCodeMixCritic),
         "num_topics": Key(int, 3, min=3, max=3, help="topics (one per language; fig. 7 needs 3)"),
     },
     "translation": _TRANSLATION_KEYS,
@@ -137,7 +138,7 @@ def _pairs(docs: list[Document]) -> list[tuple[str, str]]:
 def _fit(run: Pipeline, stage: Stage, train: list[Document]) -> None:
     with run.computing(stage):
         start = time.perf_counter()
-        critic = LdaCodeMixCritic(**run.config["critic"], seed=run.seed).fit(train)
+        critic = fit_critic(LdaCodeMixCritic(**run.config["critic"], seed=run.seed), train, seed=run.seed, log=run.log)
         critic.save(stage.path / "critic")
     run.log(f"critic: LDA with {critic.num_topics} topics on {critic.training_documents_} documents, "
             f"{critic.training_tokens_} tokens, vocabulary {len(critic.dictionary_)}; skipped "
@@ -168,7 +169,8 @@ def _report(run: Pipeline, stage: Stage, critic_stage: Stage, test: list[Documen
     settings = run.config["criticism"]
     with run.computing(stage):
         critic = Critic.load(critic_stage.path / "critic")
-        result = run.criticize(critic, test, candidates, reference_name="data")
+        panel = run.criticize(critic, test, candidates, reference_name="data")
+        result = panel.result
         shares = {s.name: mixed_share([d.extras["topic_weights"] for d in s.documents], settings["mixed_threshold"])
                   for s in result.sets}
         result.add_statistic("mixed_share", shares,
@@ -196,7 +198,8 @@ def _report(run: Pipeline, stage: Stage, critic_stage: Stage, test: list[Documen
                                seed=run.seed)
             return {"fig7": path}
 
-        run.write_report(stage.path, result, sections=["\n".join(sections)], figures=figures,
+        run.write_report(stage.path, panel, critics={critic.name: critic},
+                         sections=["\n".join(sections)], figures=figures,
                          record={"topic_language": purity.topic_language, "topic_purity": purity.purity,
                                  "topic_counts": purity.counts, "top_words": words})
         atomic_write_text(stage.path / "table10.md", t10 + "\n")
@@ -226,7 +229,7 @@ def main(run: Pipeline) -> CriticismResult:
     if run.needs(report):
         _report(run, report, critic, splits["test"], {k: read_jsonl(s.path / "samples.jsonl")
                                                       for k, s in translators.items()})
-    result = load_results(report.path)
+    result = load_results(report.path).result
     t10 = (report.path / "table10.md").read_text(encoding="utf-8").strip()
     summary = summary_table(result)
     atomic_write_text(run.out / "table10.md",

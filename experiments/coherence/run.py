@@ -39,7 +39,8 @@ from critic.lm.openings import MAN_NAME_START
 from critic.registry import get_corpus
 from critic.results import CriticismResult
 from critic.stages import Stage
-from critic.study import Pipeline, critic_table, load_results, register_study, study_schema
+from critic.study import Pipeline, load_results, settings_table, register_study, study_schema
+from critic.workflows import fit_critic
 from critics.sections import CorpusFilter
 from critics.sections.classifier_critic import ClassifierSectionCritic
 from experiments.lm_stages import (LM_CHECK, LM_TABLE, SAMPLE_TABLE, SPLITS, LmStages, add_openings, read_splits,
@@ -80,7 +81,7 @@ SCHEMA = study_schema({
     "linux-doc": _corpus_table("/usr/share/doc/linux-doc-6.1/Documentation", 3, 30, 2000, 10),
     "lm": LM_TABLE,
     "sample": SAMPLE_TABLE,
-    "critic": critic_table(ClassifierSectionCritic, keep=("classifier", "encoder", "finetune", "mode", "delta_grid",
+    "critic": settings_table(ClassifierSectionCritic, keep=("classifier", "encoder", "finetune", "mode", "delta_grid",
                                                           "drop_titles"), notes={
         "classifier": 'posterior P(z_m | x_m): "tfidf" or "encoder"',
         "encoder": "encoder name or path (absent: the bundled all-MiniLM-L6-v2)",
@@ -127,8 +128,7 @@ def _fit_critic(run: Pipeline, stage: Stage, filtered: Stage) -> None:
     with run.computing(stage):
         splits = read_splits(filtered.path)
         critic = ClassifierSectionCritic(**{k: v for k, v in settings.items() if v is not None}).to(run.device)
-        critic.fit(splits["train"], validation=splits["valid"])
-        critic.calibrate(splits["train"], splits["valid"], seed=run.seed, log=run.log)
+        fit_critic(critic, splits["train"], splits["valid"], seed=run.seed, log=run.log)
         accuracy, compared = critic.accuracy(splits["test"])
         critic.save(stage.path / "critic")
         atomic_write_text(stage.path / "accuracy.json", json.dumps(
@@ -153,9 +153,10 @@ def _report(run: Pipeline, stage: Stage, corpus: str, filtered: Stage, critic_st
         generated, unparsed = {}, {}
         for name, s in lm.samples.items():
             generated[name], unparsed[name] = read_generations(s.path)
-        result = run.criticize(critic, test, generated, reference_name="data",
-                               paths={"data": f"{filtered.name}/test.jsonl",
-                                      **{n: f"{s.name}/documents.jsonl" for n, s in lm.samples.items()}})
+        panel = run.criticize(critic, test, generated, reference_name="data",
+                              paths={"data": f"{filtered.name}/test.jsonl",
+                                     **{n: f"{s.name}/documents.jsonl" for n, s in lm.samples.items()}})
+        result = panel.result
         result.add_statistic("word_ppl", {"data": None, **{n: word_ppl(s) for n, s in lm.ppls.items()}},
                              reasons={"data": "real text: no model to score"})
 
@@ -223,7 +224,8 @@ def _report(run: Pipeline, stage: Stage, corpus: str, filtered: Stage, critic_st
                     threshold=settings["graph_threshold"])
             return out
 
-        run.write_report(stage.path, result, sections=["\n".join(sections)], figures=figures,
+        run.write_report(stage.path, panel, critics={critic.name: critic},
+                         sections=["\n".join(sections)], figures=figures,
                          record={"corpus": corpus, "unparsed_generations": {n: dict(c) for n, c in unparsed.items()},
                                  TITLES_KEY: titles, "openings": openings})
 
@@ -247,7 +249,7 @@ def _study(run: Pipeline, corpus: str) -> CriticismResult:
     lm.compute()
     if run.needs(report):
         _report(run, report, corpus, filtered, critic_stage, lm)
-    return load_results(report.path)
+    return load_results(report.path).result
 
 
 @register_study("coherence", SCHEMA, "paper sec. 4: LMs with and without titles, classifier posterior, table 2")

@@ -43,7 +43,8 @@ from critic.io import atomic_write_text
 from critic.registry import get_corpus
 from critic.results import CriticismResult
 from critic.stages import Stage
-from critic.study import Pipeline, critic_table, load_results, register_study, study_schema
+from critic.study import Pipeline, load_results, settings_table, register_study, study_schema
+from critic.workflows import fit_critic
 from critics.coref.critic import CorefChainCritic
 from experiments.lm_stages import (LM_CHECK, LM_TABLE, SAMPLE_TABLE, SECOND_LM_TABLE, LmStages, add_openings,
                                    read_splits, second_lm, word_ppl)
@@ -72,7 +73,7 @@ SCHEMA = study_schema({
     "second_lm": SECOND_LM_TABLE,
     "sample": SAMPLE_TABLE,
     "neuralcoref": {"batch_size": Key(int, 16, min=1, help="documents per worker request")},
-    "critic": critic_table(CorefChainCritic, keep=("order", "memory"), notes={
+    "critic": settings_table(CorefChainCritic, keep=("order", "memory"), notes={
         "order": "n-gram order of the prior (paper: 5; a 1-gram has no context)",
         "memory": "lmplz -S memory bound"}),
     "corruptions": {
@@ -113,7 +114,7 @@ def _fit(run: Pipeline, stage: Stage, resolved_train: Stage, smoothing: str) -> 
     with run.computing(stage):
         critic = CorefChainCritic(smoothing=smoothing, resolver="metadata", **run.config["critic"])
         train = read_jsonl(resolved_train.path / "documents.jsonl")
-        critic.fit(train).calibrate(train, seed=run.seed, log=run.log)
+        fit_critic(critic, train, seed=run.seed, log=run.log)
         critic.save(stage.path / "critic")
     run.log(f"{stage.name}: {critic.training_chains_} chains, {critic.training_tokens_} tokens, "
             f"{len(critic.prior_.vocabulary)} target tokens; skipped {len(critic.training_skipped_)}")
@@ -126,7 +127,8 @@ def _report(run: Pipeline, stage: Stage, critic_stage: Stage, test: list[Documen
     settings = run.config["criticism"]
     with run.computing(stage):
         critic = Critic.load(critic_stage.path / "critic")
-        result = run.criticize(critic, test, candidates, reference_name="data")
+        panel = run.criticize(critic, test, candidates, reference_name="data")
+        result = panel.result
         lm_word_ppl = {n: word_ppl(p) for n, p in lm.ppls.items()}
         corruptions = [c for c in candidates if c not in lm_word_ppl]
         result.add_statistic("word_ppl", {"data": None, **lm_word_ppl, **{c: None for c in corruptions}},
@@ -165,7 +167,8 @@ def _report(run: Pipeline, stage: Stage, critic_stage: Stage, test: list[Documen
                 out[fname] = directory / fname
             return out
 
-        run.write_report(stage.path, result, sections=["\n".join(sections)], figures=figures,
+        run.write_report(stage.path, panel, critics={critic.name: critic},
+                         sections=["\n".join(sections)], figures=figures,
                          record={"critic": critic_stage.name, "openings": openings, **between})
 
 
@@ -229,7 +232,7 @@ def main(run: Pipeline) -> dict[str, CriticismResult]:
     for smoothing, stage in reports.items():
         if run.needs(stage):
             _report(run, stage, critics[smoothing], test, candidates, lm, diagnostics=smoothing == "kenlm")
-    results = {smoothing: load_results(stage.path) for smoothing, stage in reports.items()}
+    results = {smoothing: load_results(stage.path).result for smoothing, stage in reports.items()}
     table = table7(results, {s: json.loads((stage.path / "results.json").read_text())["run"].get(LMS_KEY)
                              for s, stage in reports.items()})
     atomic_write_text(run.out / "table7.md", "# Coreference study (paper table 7 layout)\n\n" + table + "\n")

@@ -29,7 +29,8 @@ from critic.document import read_jsonl, write_jsonl
 from critic.io import atomic_write_text
 from critic.registry import get_critic
 from critic.stages import Stage
-from critic.study import Pipeline, critic_table, load_results, register_study, study_schema
+from critic.study import Pipeline, load_results, settings_table, register_study, study_schema
+from critic.workflows import fit_critic
 from critics.sections import CorpusFilter, SectionTransitionCritic
 from critics.sections.analysis import section_paths, transition_errors_table
 from critics.sections.plots import transition_difference_heatmap
@@ -49,7 +50,7 @@ SCHEMA = study_schema({
     },
     "critic": {
         "name": Key(str, "sections", choices=("sections",), help="the section-transition critic"),
-        **critic_table(SectionTransitionCritic, notes={
+        **settings_table(SectionTransitionCritic, notes={
             "delta": "fixed add-delta smoothing (absent: chosen on validation)",
             "delta_grid": "deltas tried on validation", "normalize_titles": "app. E title normalisation",
             "drop_titles": "boilerplate titles removed"}),
@@ -90,10 +91,8 @@ def _fit(run: Pipeline, stage: Stage, filtered: Stage) -> Critic:
     with run.computing(stage):
         params = {k: v for k, v in settings.items() if k not in ("name", "calibration_folds")}
         splits = read_splits(filtered.path)
-        critic = get_critic(settings["name"])(**params).to(run.device).fit(splits["train"],
-                                                                           validation=splits["valid"])
-        critic.calibrate(splits["train"], splits["valid"], folds=settings["calibration_folds"], seed=run.seed,
-                         log=run.log)
+        critic = fit_critic(get_critic(settings["name"])(**params).to(run.device), splits["train"], splits["valid"],
+                            calibration_folds=settings["calibration_folds"], seed=run.seed, log=run.log)
         critic.save(stage.path)
     run.log(f"fitted {settings['name']} critic: {len(critic.vocab_)} states, delta={critic.delta_} "
             f"(validation Latent PPL {critic.validation_ppl_.get(critic.delta_, float('nan')):.4f}; "
@@ -107,8 +106,8 @@ def _report(run: Pipeline, stage: Stage, filtered: Stage, critic: Critic) -> Non
     with run.computing(stage):
         test = read_jsonl(filtered.path / "test.jsonl")
         candidates = {c: corrupt_all(test, c, seed=run.seed) for c in corruptions}
-        result = run.criticize(critic, test, candidates, reference_name="real",
-                               paths={"real": f"{filtered.name}/test.jsonl"})
+        panel = run.criticize(critic, test, candidates, reference_name="real",
+                              paths={"real": f"{filtered.name}/test.jsonl"})
         paths = {name: section_paths(critic, docs) for name, docs in {"real": test, **candidates}.items()}
         errors = ["## Top section-transition errors (paper table 12: P_c(z_m | z_{m-1}) < 0.01)", ""]
         for name, set_paths in paths.items():
@@ -119,7 +118,8 @@ def _report(run: Pipeline, stage: Stage, filtered: Stage, critic: Critic) -> Non
                         critic, paths["real"], paths[name], directory / f"transitions_{name}.png", name=name)
                     for name in candidates}
 
-        run.write_report(stage.path, result, sections=["\n".join(errors)], figures=figures,
+        run.write_report(stage.path, panel, critics={critic.name: critic},
+                         sections=["\n".join(errors)], figures=figures,
                          documents={"real": test, **candidates})
 
 
@@ -140,4 +140,4 @@ def main(run: Pipeline):
         _report(run, report, filtered, critic or Critic.load(fitted.path, device=run.device))
     print((report.path / "report.md").read_text(encoding="utf-8"))
     print(f"wrote {report.path}/: {', '.join(sorted(p.name for p in report.path.iterdir()))}")
-    return load_results(report.path)
+    return load_results(report.path).result

@@ -195,7 +195,7 @@ def _study(run: Pipeline) -> dict:
 
     # ---------------------------------------------------------------- Latent PPL: the known process as critic
     critic = KnownProcessCritic(dcfg.to_dict()).fit()
-    criticism = run.criticize(critic, documents(test.tokens, test.lengths, "test"), samples, reference_name="data")
+    criticism = run.criticize(critic, documents(test.tokens, test.lengths, "test"), samples, reference_name="data").result
     latent, projection = _latent_rows(criticism, dcfg.num_segments)
     log(f"latent criticism done ({time.time() - t0:.0f}s)")
 

@@ -48,7 +48,8 @@ from critic.io import atomic_write_text
 from critic.registry import get_corpus
 from critic.results import CriticismResult
 from critic.stages import Stage
-from critic.study import Pipeline, critic_table, load_results, read_json, register_study, study_schema
+from critic.study import Pipeline, load_results, settings_table, read_json, register_study, study_schema
+from critic.workflows import fit_critic
 from critics.topics.ctm_critic import CorrelatedTopicCritic
 from experiments.lm_stages import LM_CHECK, LM_TABLE, SAMPLE_TABLE, LmStages, add_openings, read_splits, word_ppl
 from experiments.tables import openings_line
@@ -76,7 +77,7 @@ SCHEMA = study_schema({
     "lm": LM_TABLE,
     "sample": SAMPLE_TABLE,
     "critic": {
-        **critic_table(CorrelatedTopicCritic, exclude=("seed", "mean_only"), defaults={"infer_steps": 300}, notes={
+        **settings_table(CorrelatedTopicCritic, exclude=("seed", "mean_only"), defaults={"infer_steps": 300}, notes={
             "num_topics": "K, topics of the CTM (paper: 100)",
             "steps": "SVI steps of the fit (fit_method = \"svi\"; stops earlier when the ELBO settles)",
             "em_iterations": "most EM iterations (fit_method = \"em\"; stops earlier when the objective settles)",
@@ -106,12 +107,11 @@ def _fit(run: Pipeline, stage: Stage, train: list[Document], valid: list[Documen
     settings = {k: v for k, v in run.config["critic"].items() if k not in _STUDY_KEYS}
     with run.computing(stage):
         start = time.perf_counter()
-        critic = CorrelatedTopicCritic(**settings, seed=seed).to(run.device)
-        critic.fit(train, validation=valid)
+        critic = fit_critic(CorrelatedTopicCritic(**settings, seed=seed).to(run.device), train, valid, seed=seed,
+                            log=run.log)
         seconds = time.perf_counter() - start
-        critic.calibrate(train, valid, seed=seed, log=run.log)
         critic.save(stage.path / "critic")
-        info = {"fit_seconds": seconds, "training_docs": critic.training_docs_,
+        info = {"fit_seconds": seconds, "training_docs": critic.training_docs_,  # seconds: fit and calibration
                 "training_skipped": len(critic.training_skipped_), "vocabulary": len(critic.vocab_),
                 "removed_frequent": critic.frequent_, "fit_method": critic.fit_method_, "fit_init": critic.fit_init_,
                 "fit_steps": critic.fit_steps_, "fit_converged": critic.fit_converged_,
@@ -174,8 +174,9 @@ def _report(run: Pipeline, stage: Stage, critic_stage: Stage, sets: dict[str, li
         critic = Critic.load(critic_stage.path / "critic", device=run.device)
         critic.mean_only = mean_only  # a scoring setting: the fitted globals are the same
         start = time.perf_counter()
-        result = run.criticize(critic, sets["data"], {k: v for k, v in sets.items() if k != "data"},
-                               reference_name="data")
+        panel = run.criticize(critic, sets["data"], {k: v for k, v in sets.items() if k != "data"},
+                              reference_name="data")
+        result = panel.result
         add_openings(result, extra["openings"])
         seconds = {"criticize": time.perf_counter() - start}
         sections: list[str] = []
@@ -226,7 +227,8 @@ def _report(run: Pipeline, stage: Stage, critic_stage: Stage, sets: dict[str, li
             out["topics"] = directory / "topics.json"
             return out
 
-        run.write_report(stage.path, result, sections=["\n".join(sections)], figures=figures,
+        run.write_report(stage.path, panel, critics={critic.name: critic},
+                         sections=["\n".join(sections)], figures=figures,
                          record={"scoring": "mean_only" if mean_only else "exact", "seconds": seconds, **extra})
 
 
@@ -290,7 +292,7 @@ def main(run: Pipeline) -> dict[str, CriticismResult]:
         if run.needs(stage):
             run.log(f"criticizing ({scoring}): {extra['set_sizes']}")
             _report(run, stage, critic, sets, extra, mean_only=scoring == "mean_only")
-    results = {scoring: load_results(stage.path) for scoring, stage in reports.items()}
+    results = {scoring: load_results(stage.path).result for scoring, stage in reports.items()}
     table = table9(results)
     notes = [f"- LM: {len(generated)} of {config['sample']['n']} samples parsed"
              + (f" (unparseable: {dict(unparsed)})" if unparsed else "") + f"; word PPL on the test summaries "

@@ -11,6 +11,7 @@ from scipy.stats import poisson
 
 from critic import Critic, criticize, stats
 from critic.document import Document, Section
+from critic.panel import PanelResult
 from critic.report import write_report
 from critic.results import markdown_table, outliers_table
 from tests.critic.conftest import EXAMPLE
@@ -92,10 +93,10 @@ def test_criticize_numbers(tutorial, tmp_path):
     assert repr(top) == str(top) == outliers_table(result, top=3)  # prints as the table, not a list of tuples
     assert str(top).splitlines()[4].startswith("| 1 | lm | c5 |")
 
-    paths = write_report(result, tmp_path / "out", top=3)
+    paths = write_report(PanelResult({result.critic_name: result}, top=3), tmp_path / "out")
     text = paths["report"].read_text()
-    assert "| lm ⚠ | 7 |" in text and "only 7 documents (< 10)" in text and "`lm` / `empty`: document has no sections" in text
-    assert paths["histogram"].stat().st_size > 1000
+    assert "| lm ⚠ | 7 |" in text and "only 7 documents (< 10)" in text and "- lm / empty: document has no sections" in text
+    assert str(top) in text  # the least likely documents, as the result prints them
     table = markdown_table(result)  # the headline (a PPL) with its own comparison; two-sided: no arrows
     assert "| Latent PPL | 95% CI | Δ Latent PPL vs ref | 95% CI | p | Latent NLL | 95% CI |" in table
     assert "↓" not in table and "distance from the reference" in table
@@ -184,8 +185,8 @@ def test_monte_carlo_fallback_is_stated_and_agrees_with_closed_form(tutorial, tm
     ref = result.reference
     assert ref.latent_nll_mc_stderr == pytest.approx(math.sqrt(float((se ** 2).sum())) / 4, rel=1e-12)
     assert [d.latent_nll_stderr for d in ref.documents] == pytest.approx(list(se), rel=1e-12)
-    paths = write_report(result, tmp_path / "mc", plot=False)
-    saved = json.loads(paths["results"].read_text())
+    paths = write_report(PanelResult({"mc": result}), tmp_path / "mc")
+    saved = json.loads(paths["results"].read_text())["critics"]["mc"]
     assert saved["reference"]["latent_nll_mc_stderr"] == pytest.approx(ref.latent_nll_mc_stderr)
     assert "MC s.e." in markdown_table(result) and f"{ref.latent_nll_mc_stderr:.4f}" in markdown_table(result)
 
@@ -204,7 +205,7 @@ def test_set_statistics_are_written_beside_latent_ppl_with_reasons_for_nulls(tut
         result.add_statistic("mauve", {"gpt2": 0.5})
     result.add_statistic("word_ppl", {"data": None, "lm": 12.5}, reasons={"data": "real text has no model"})
     result.add_statistic("mauve", {"data": 1.0, "lm": 0.25})
-    saved = json.loads(write_report(result, tmp_path / "out")["results"].read_text())
+    saved = json.loads(write_report(PanelResult({"c": result}), tmp_path / "out")["results"].read_text())["critics"]["c"]
     assert saved["candidates"]["lm"]["word_ppl"] == 12.5 and saved["reference"]["word_ppl"] is None
     assert saved["null_reasons"]["reference.word_ppl"] == "real text has no model"
     assert saved["candidates"]["lm"]["higher_is_better"]["mauve"] is True

@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from critic.report import write_panel_report
+from critic.report import write_report
 
 CDN = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//|url\(\s*["']?(?:https?:)?//|@import""", re.I)
 
@@ -17,7 +17,7 @@ CDN = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//|url\(\s*["']?(?:h
 def report(sets, panel, tmp_path_factory):
     critics, reference, candidates = sets
     out = tmp_path_factory.mktemp("report") / "r"
-    write_panel_report(panel, out, documents={"reference": reference, **candidates}, critics=critics)
+    write_report(panel, out, documents={"reference": reference, **candidates}, critics=critics)
     return panel, out
 
 

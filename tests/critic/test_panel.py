@@ -10,7 +10,7 @@ from html.parser import HTMLParser
 import pytest
 
 from critic.panel import PanelResult, criticize_panel, load_results
-from critic.report import write_panel_report, write_report
+from critic.report import write_report
 
 
 def flags_by_hand(panel: PanelResult) -> dict[tuple[str, str], set[str]]:
@@ -78,7 +78,7 @@ class _Collect(HTMLParser):
 def test_panel_report_folder_reads_back_as_the_same_results(sets, panel, tmp_path):
     critics, reference, candidates = sets
     out = tmp_path / "report"
-    written = write_panel_report(panel, out, documents={"reference": reference, **candidates})
+    written = write_report(panel, out, documents={"reference": reference, **candidates})
     assert set(written) == {"results", "documents", "report", "html"}
     back = load_results(out)
     assert isinstance(back, PanelResult) and back.to_dict() == panel.to_dict()
@@ -107,9 +107,9 @@ def test_panel_report_folder_reads_back_as_the_same_results(sets, panel, tmp_pat
 def test_one_critic_report_also_writes_the_html_and_reads_back(sets, panel, tmp_path):
     critics, reference, candidates = sets
     result = panel.results["sharp"]
-    write_report(result, tmp_path / "one", top=5, documents={"reference": reference, **candidates})
+    write_report(PanelResult({"sharp": result}, top=5), tmp_path / "one", documents={"reference": reference, **candidates})
     assert (tmp_path / "one" / "index.html").is_file()
-    back = load_results(tmp_path / "one" / "results.json")
+    back = load_results(tmp_path / "one" / "results.json").result
     assert back.to_dict() == result.to_dict()
     assert [d for s in back.sets for d in s.documents] == [d for s in result.sets for d in s.documents]
 
@@ -227,7 +227,7 @@ def test_flag_power_says_when_flags_cannot_fire_and_what_would_fix_it():
 def test_results_written_before_fdr_flags_load_with_their_level(sets, tmp_path):
     critics, reference, candidates = sets
     panel = criticize_panel(critics, reference, candidates, n_bootstrap=20, n_permutations=20)
-    write_panel_report(panel, tmp_path / "r")
+    write_report(panel, tmp_path / "r")
     payload = json.loads((tmp_path / "r" / "results.json").read_text())
     assert payload["flags"] == {"fdr": 0.1, "level": None, "top": 20, "counts": panel.flag_counts()}
     back = load_results(tmp_path / "r")

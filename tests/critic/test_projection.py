@@ -14,6 +14,7 @@ from torch.distributions import Normal
 from critic import Critic, Projection, criticize
 from critic.document import Document, Section
 from critic.latent import PointMass
+from critic.panel import PanelResult
 from critic.report import write_report
 
 
@@ -128,10 +129,10 @@ def test_few_documents_warn_and_give_null_with_reasons_in_json(tmp_path):
     assert none.n == 0 and none.n_skipped == 1 and math.isnan(none.latent_ppl)
     text = str(result)
     assert "| one ⚠ | 1 |" in text and "only 1 document: no confidence interval" in text
-    paths = write_report(result, tmp_path / "r", plot=False)
+    paths = write_report(PanelResult({"mean": result}), tmp_path / "r")
     raw = paths["results"].read_text()
     assert "NaN" not in raw and "Infinity" not in raw
-    saved = json.loads(raw)
+    saved = json.loads(raw)["critics"]["mean"]
     assert saved["candidates"]["one"]["latent_nll_ci"] == [None, None]
     assert "candidates.one.latent_nll_ci[0]" in saved["null_reasons"]
     assert "candidates.none.latent_ppl" in saved["null_reasons"]
@@ -147,7 +148,7 @@ def test_results_json_provenance(tmp_path):
     candidate = [doc(f"c{i}", [v]) for i, v in enumerate(np.linspace(0, 3, 12))]
     ref_file = write_jsonl(reference, tmp_path / "ref.jsonl")
     result = criticize(critic, reference, {"lm": candidate}, reference_name="real", paths={"real": ref_file})
-    saved = json.loads(write_report(result, tmp_path / "r", plot=False)["results"].read_text())
+    saved = json.loads(write_report(PanelResult({"mean": result}), tmp_path / "r")["results"].read_text())["critics"]["mean"]
     assert saved["schema_version"] == 1
     assert saved["critic"] == {"name": critic.name, "params": {"lose": False}, "state_sha256": critic.state_sha256(),
                                "headline": "latent_ppl"}
@@ -158,7 +159,7 @@ def test_results_json_provenance(tmp_path):
     assert saved["reference"]["higher_is_better"]["latent_ppl"] is None  # two-sided: a distance, not a ranking
     assert [d.extras for d in result.candidates["lm"].documents] == [{"z": float(v)} for v in np.linspace(0, 3, 12)]
     rows = [json.loads(line) for line in (tmp_path / "r" / "documents.jsonl").read_text().splitlines()]
-    assert rows[0]["extras"] == {"z": -1.0} and rows[0]["set"] == "real"
+    assert rows[0]["extras"] == {"z": -1.0} and rows[0]["set"] == "real" and rows[0]["critic"] == "mean"
     assert saved["candidates"]["lm"]["higher_is_better"]["p_value"] is True
 
 
@@ -178,7 +179,7 @@ def test_report_directory_is_complete_or_absent(tmp_path, monkeypatch):
     critic = MeanCritic().fit([])
     result = criticize(critic, [doc(i, [i / 10]) for i in range(12)], n_bootstrap=50)
     out = tmp_path / "r"
-    first = write_report(result, out, plot=False)
+    first = write_report(PanelResult({"mean": result}), out)
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
 
     def crash(directory):
@@ -186,14 +187,14 @@ def test_report_directory_is_complete_or_absent(tmp_path, monkeypatch):
         raise RuntimeError("disk full")
 
     with pytest.raises(RuntimeError, match="disk full"):
-        write_report(result, out, plot=False, figures=crash)
+        write_report(PanelResult({"mean": result}), out, figures=crash)
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
     assert first["report"].read_text().startswith("# Criticism report")
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "mine.txt").write_text("keep")
     with pytest.raises(ValueError, match="not a report directory"):
-        write_report(result, tmp_path / "notes", plot=False)
+        write_report(PanelResult({"mean": result}), tmp_path / "notes")
 
 
 class SpreadCritic(MeanCritic):
@@ -245,9 +246,10 @@ def test_statistics_beside_t_are_combined_into_the_outlier_p_value_and_kept_besi
     assert "combined with the critic's statistics beside it by rank" in outliers_table(result)
     assert "beside it by rank (the smallest of a document's ranks, itself ranked among the real documents'): spread" \
         in outliers_table(result)
-    write_report(result, tmp_path / "r", plot=False)
+    write_report(PanelResult({"spread": result}), tmp_path / "r")
     rows = [json.loads(line) for line in (tmp_path / "r" / "documents.jsonl").read_text().splitlines()]
-    back = [DocumentResult.from_dict({k: v for k, v in row.items() if k != "set"}) for row in rows if row["set"] == "lm"]
+    back = [DocumentResult.from_dict({k: v for k, v in row.items() if k not in ("set", "critic")})
+            for row in rows if row["set"] == "lm"]
     assert back == result.candidates["lm"].documents
     plain = criticize(MeanCritic().fit([]), reference, {"lm": candidate}, n_bootstrap=20, n_permutations=20)
     assert plain.config["outlier_statistics"] == [] and all(d.p_values is None for d in plain.candidates["lm"].documents)

@@ -78,7 +78,7 @@ def test_report_from_free_text_generations(job, capsys):
     (["--candidate", "reference=GENS"], "'reference' is the reference set's name"),
     (["--candidate", "a=missing.jsonl"], "missing.jsonl: no such file or folder"),
     ([], "give at least one --candidate NAME=FILE"),
-    (["--candidate", "a=GENS", "--flag-level", "0"], "--flag-level: must lie in (0, 1]"),
+    (["--candidate", "a=GENS", "--flag-level", "0"], "--flag-level: must be a number > 0 and <= 1, got 0"),
     (["--candidate", "a=GENS", "--n-bootstrap", "10000000000"], "GiB available: lower --n-bootstrap"),
     (["--candidate", "a=GENS", "--word-ppl", "a=-1"], "--word-ppl: expected NAME=VALUE with a positive number"),
     (["--candidate", "a=GENS", "--word-ppl", "a=nan"], "--word-ppl: expected NAME=VALUE with a positive number"),
@@ -283,3 +283,18 @@ def test_a_folder_that_is_not_ours_is_refused_before_any_work(job, capsys, tmp_p
                  "--out", str(mine)]) == 2
     assert f"{mine}: exists and is not a report directory; refusing to replace it: it holds notes.md" in \
         capsys.readouterr().err
+
+
+def test_compare_is_report_with_one_critic(job):
+    """``critic compare DIR`` and ``critic report --critic DIR`` criticise through the same code and write the
+    same report (the one writer): report.md, index.html and the results but for the command's record."""
+    tmp, data, _, gens = job
+    common = ["--reference", str(data / "test.jsonl"), "--candidate", f"mymodel={gens}", "--sections", "markdown",
+              "--top", "4", "--n-bootstrap", "30", "--n-permutations", "30", "--seed", "3"]
+    assert main(["compare", str(tmp / "sections"), *common, "--out", str(tmp / "by-compare")]) == 0
+    assert main(["report", "--critic", f"sections={tmp / 'sections'}", *common, "--out", str(tmp / "by-report")]) == 0
+    for page in ("report.md", "index.html", "documents.jsonl"):
+        assert (tmp / "by-compare" / page).read_text() == (tmp / "by-report" / page).read_text()
+    compare, report = (json.loads((tmp / name / "results.json").read_text()) for name in ("by-compare", "by-report"))
+    assert compare["critics"] == report["critics"] and compare["flags"] == report["flags"]
+    assert compare["critics"]["sections"]["config"]["n_permutations"] == 30

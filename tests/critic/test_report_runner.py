@@ -72,7 +72,8 @@ def test_run_gives_the_report_command_s_report_and_resumes(files, capsys):
     by_hand = payload(tmp / "by-hand")
     by_run = payload(out / "report")
     assert by_run["critics"] == by_hand["critics"] and by_run["flags"] == by_hand["flags"]
-    assert (out / "report" / "index.html").read_text() == (tmp / "by-hand" / "index.html").read_text()
+    for page in ("report.md", "index.html"):  # the one writer: the same report from the command and the config
+        assert (out / "report" / page).read_text() == (tmp / "by-hand" / page).read_text()
 
     capsys.readouterr()
     before = (out / "report" / "results.json").read_bytes()
@@ -100,7 +101,7 @@ def test_run_gives_the_report_command_s_report_and_resumes(files, capsys):
     (("flag_level = 0.5", "flag_level = 0.5\noutlier_score = \"short\""), "outlier_score"),
     (("flag_level = 0.5", "flag_level = 0.5\nword_ppl = {nobody = 3}"), "[report] word_ppl: nobody = 3: needs a candidate"),
     (("flag_level = 0.5", "fdr = 0"), "fdr"),
-    (("flag_level = 0.5", "flag_level = 0.5\nfdr = 0.2"), "[report] fdr and flag_level are two flag rules: give one"),
+    (("flag_level = 0.5", "flag_level = 0.5\nfdr = 0.2"), "[report] fdr = 0.2 and flag_level = 0.5 are two flag rules"),
     (("params = {delta", "calibration_folds = 1\nparams = {delta"),
      "calibration_folds must be 0 (no cross-fitting) or an integer >= 2, got 1"),
 ])

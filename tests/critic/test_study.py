@@ -10,7 +10,7 @@ import pytest
 from critic import registry
 from critic.cli import main as cli
 from critic.config import ConfigError, Key, Range, check_config
-from critic.study import CRITICISM_KEYS, RUNTIME_KEYS, Pipeline, critic_table, register_study, study_schema
+from critic.study import CRITICISM_KEYS, RUNTIME_KEYS, Pipeline, settings_table, register_study, study_schema
 
 
 class Toy:
@@ -32,7 +32,7 @@ def test_schema_holds_the_shared_keys_and_refuses_to_redeclare_them():
 
 
 def test_critic_table_takes_types_defaults_and_bounds_from_the_signature():
-    table = critic_table(Toy, defaults={"rate": 0.25}, notes={"k": "topics"})
+    table = settings_table(Toy, defaults={"rate": 0.25}, notes={"k": "topics"})
     assert list(table) == ["k", "rate", "names"]  # seed is the run's
     assert (table["k"].min, table["k"].default, table["k"].help) == (2, 3, "topics")
     assert table["rate"].default == 0.25 and table["names"].default == ["a"]
@@ -43,7 +43,7 @@ def test_critic_table_takes_types_defaults_and_bounds_from_the_signature():
     with pytest.raises(ConfigError, match="rate"):
         check_config({"critic": {"rate": "fast"}}, schema)
     with pytest.raises(ValueError, match="no settings"):
-        critic_table(Toy, keep=("kk",))
+        settings_table(Toy, keep=("kk",))
 
 
 def test_a_stage_is_recomputed_with_everything_downstream(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 from critic import criticize
 from critic.document import Document, Section
 from critic.panel import PanelResult
-from critic.report import write_panel_report
+from critic.report import write_report
 from critic.views import _VIEWS, CriticView, document_view, register_view, report_figures, set_statistics, view_for
 
 
@@ -59,6 +59,6 @@ def test_the_report_shows_a_registered_view_on_a_flag_s_page(tutorial, views, tm
     result = criticize(critic, reference, {"odd": odd}, n_bootstrap=50, n_permutations=99, seed=0)
     panel = PanelResult({"count": result}, top=5, level=0.5)
     assert [f.id for f in panel.flagged()] == ["c0"]
-    write_panel_report(panel, tmp_path / "r", documents={"reference": reference, "odd": odd},
+    write_report(panel, tmp_path / "r", documents={"reference": reference, "odd": odd},
                        critics={"count": critic})
     assert '<p class="count">12 sections</p>' in (tmp_path / "r" / "documents" / "0.html").read_text()

@@ -81,7 +81,7 @@ def test_every_metric_is_a_sub_command_with_only_its_own_options(capsys):
     assert main(["metric", "kendall_tau", "--pred", "0,1", "--gold", "0,1", "--bins", "3"]) == 2
     assert "unrecognized arguments: --bins 3" in capsys.readouterr().err
     assert main(["metric", "pdd", "--pred", "0,1", "--gold", "0,1", "--bins", "0"]) == 2
-    assert "argument --bins: must be >= 1, got integer 0" in capsys.readouterr().err
+    assert "argument --bins: must be an integer >= 1, got 0" in capsys.readouterr().err
     assert main(["metric", "ordered_bertscore", "--pred-jsonl", "p", "--gold-jsonl", "g", "--n", "2.5"]) == 2
     assert "argument --n: expected an integer >= 1 or 'inf', got '2.5'" in capsys.readouterr().err
     assert main(["metric", "mauve", "--pred-jsonl", "p"]) == 2
@@ -117,7 +117,7 @@ def test_a_metric_without_a_form_takes_its_own_parameters_as_options(monkeypatch
     assert main(["metric", "scaled", "--x", "1.5", "--times", "3"]) == 0
     assert json.loads(capsys.readouterr().out) == {"metric": "scaled", "value": 4.5}
     assert main(["metric", "scaled", "--x", "1.5", "--times", "0"]) == 2
-    assert "argument --times: must be >= 1, got integer 0" in capsys.readouterr().err
+    assert "argument --times: must be an integer >= 1, got 0" in capsys.readouterr().err
     assert main(["metric", "scaled"]) == 2
     assert "the following arguments are required: --x" in capsys.readouterr().err
     assert main(["metric", "of-arrays"]) == 2

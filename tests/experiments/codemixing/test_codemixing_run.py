@@ -39,9 +39,9 @@ def first(toy_job, toy_preset):
     return toy_job("codemixing", lambda path: write_config(toy_preset, path))
 
 
-def test_sets_and_data_latent_nll_recomputed(first):
+def test_sets_and_data_latent_nll_recomputed(first, report_json):
     _, out = first
-    results = json.loads((out / "report" / "results.json").read_text())
+    results = report_json(out / "report" / "results.json")
     assert results["reference"]["name"] == "data"
     assert set(results["candidates"]) == {"ar", "nar"}
     train = read_jsonl(out / "data" / "train.jsonl")
@@ -66,9 +66,9 @@ def test_sets_and_data_latent_nll_recomputed(first):
         assert s["n"] + s["n_skipped"] == N_SOURCES     # an empty sample is a counted skip
 
 
-def test_mixed_share_table10_and_figure(first):
+def test_mixed_share_table10_and_figure(first, report_json):
     _, out = first
-    results = json.loads((out / "report" / "results.json").read_text())
+    results = report_json(out / "report" / "results.json")
     rows = [json.loads(line) for line in (out / "report" / "documents.jsonl").read_text().splitlines()]
     data = [r["extras"]["topic_weights"] for r in rows if r["set"] == "data" and "extras" in r]
     assert len(data) == results["reference"]["n"]

@@ -44,9 +44,9 @@ def first(toy_job, fixture_manpage_root, toy_preset):
     return toy_job("coherence", lambda path: write_config(toy_preset, path, fixture_manpage_root))
 
 
-def test_results_have_the_three_sets_with_word_and_latent_ppl(first):
+def test_results_have_the_three_sets_with_word_and_latent_ppl(first, report_json):
     _, out = first
-    results = json.loads((out / "manpages" / "report" / "results.json").read_text())
+    results = report_json(out / "manpages" / "report" / "results.json")
     sets = {"data": results["reference"], **results["candidates"]}
     assert results["reference"]["name"] == "data" and set(results["candidates"]) == {"lm_w_title", "lm_wo_title"}
     for name, s in sets.items():
@@ -69,13 +69,13 @@ def test_results_have_the_three_sets_with_word_and_latent_ppl(first):
     assert "| Data |" in table and "| LM W/ Title |" in table and "| LM W/O Title |" in table
 
 
-def test_w_title_against_wo_title_recomputed_from_the_documents(first):
+def test_w_title_against_wo_title_recomputed_from_the_documents(first, report_json):
     _, out = first
     rows = [json.loads(line) for line in (out / "manpages" / "report" / "documents.jsonl").read_text().splitlines()]
     sets = {n: [r for r in rows if r["set"] == n] for n in ("lm_w_title", "lm_wo_title")}
     ppl = {n: math.exp(sum(r["latent_nll"] for r in d) / sum(r["latent_steps"] for r in d)) for n, d in sets.items()}
     mean = {n: np.mean([r["latent_nll"] for r in d]) for n, d in sets.items()}
-    titles = json.loads((out / "manpages" / "report" / "results.json").read_text())["run"]["w_title_vs_wo_title"]
+    titles = report_json(out / "manpages" / "report" / "results.json")["run"]["w_title_vs_wo_title"]
     assert titles["n"] == {n: len(d) for n, d in sets.items()} and min(titles["n"].values()) >= 1
     assert titles["latent_ppl"]["difference"] == pytest.approx(ppl["lm_w_title"] - ppl["lm_wo_title"], rel=1e-9)
     assert titles["mean_latent_nll"]["difference"] == pytest.approx(mean["lm_w_title"] - mean["lm_wo_title"],
@@ -92,12 +92,12 @@ def test_w_title_against_wo_title_recomputed_from_the_documents(first):
     assert f"p = {'—' if p_value is None else format(p_value, '.4f')}" in table
 
 
-def test_opening_ratios_counted_by_hand(first):
+def test_opening_ratios_counted_by_hand(first, report_json):
     """W/ Title: a generation opens as a document when its first line is a training document's first title;
     W/O Title, when it opens as a man page's NAME line does (a name, then a comma or a dash: the preset's
     default)."""
     _, out = first
-    results = json.loads((out / "manpages" / "report" / "results.json").read_text())
+    results = report_json(out / "manpages" / "report" / "results.json")
     train = read_jsonl(out / "manpages" / "filtered" / "train.jsonl")
     titles = {d.sections[0].title for d in train}
 
@@ -118,7 +118,7 @@ def test_opening_ratios_counted_by_hand(first):
     assert results["reference"]["opening_ratio"] is None and "reference.opening_ratio" in results["null_reasons"]
 
 
-def test_data_latent_ppl_and_pdd_recomputed_from_the_saved_critic(first):
+def test_data_latent_ppl_and_pdd_recomputed_from_the_saved_critic(first, report_json):
     """The data row: MAP labels of the test split under the saved classifier, scored by hand with the
     bigram prior's P(z_m | z_m-1); PDD of validation against test labels by the seed-002 definition."""
     from critics.metrics.pdd import pdd
@@ -133,7 +133,7 @@ def test_data_latent_ppl_and_pdd_recomputed_from_the_saved_critic(first):
         path = ["<bos>", *labels, "<eos>"]
         total -= sum(math.log(critic.transition_probability(a, b)) for a, b in zip(path, path[1:]))
         steps += len(labels) + 1
-    results = json.loads((run_dir / "report" / "results.json").read_text())
+    results = report_json(run_dir / "report" / "results.json")
     assert results["reference"]["latent_ppl"] == pytest.approx(math.exp(total / steps), rel=1e-9)
     index = lambda docs: [[critic.index_[t] for t in p] for p in critic.labels(docs)]  # noqa: E731
     assert results["reference"]["pdd"] == pytest.approx(
@@ -141,7 +141,8 @@ def test_data_latent_ppl_and_pdd_recomputed_from_the_saved_critic(first):
 
 
 def test_rerun_reuses_every_stage_and_a_sampling_change_redoes_only_what_follows(first, run, tmp_path,
-                                                                                 fixture_manpage_root, toy_preset):
+                                                                                 fixture_manpage_root, toy_preset,
+                                                                                 report_json):
     config, out = first
     printed, how = run(config, out)
     assert how == dict.fromkeys(STAGES, "reused")
@@ -155,5 +156,5 @@ def test_rerun_reuses_every_stage_and_a_sampling_change_redoes_only_what_follows
     generations = [json.loads(line) for line in
                    (out / "manpages" / "samples_w_title" / "generations.jsonl").read_text().splitlines()]
     assert sorted(g["index"] for g in generations) == list(range(18))
-    assert np.isfinite(json.loads((out / "manpages" / "report" / "results.json").read_text())
+    assert np.isfinite(report_json(out / "manpages" / "report" / "results.json")
                        ["reference"]["latent_ppl"])

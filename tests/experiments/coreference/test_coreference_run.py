@@ -50,9 +50,9 @@ def first(wiki_wheel, toy_job, toy_preset):
     return toy_job("coreference", lambda path: write_config(toy_preset, path))
 
 
-def test_sets_and_numbers_recomputed_from_the_stages(first):
+def test_sets_and_numbers_recomputed_from_the_stages(first, report_json):
     _, out = first
-    results = json.loads((out / "report" / "results.json").read_text())
+    results = report_json(out / "report" / "results.json")
     assert results["reference"]["name"] == "data"
     assert set(results["candidates"]) == {"lm", "lm_short", "gender", "number"}
     test = read_jsonl(out / "resolved_test" / "documents.jsonl")
@@ -82,9 +82,9 @@ def test_sets_and_numbers_recomputed_from_the_stages(first):
         v for k, v in json.loads((out / "resolved_lm" / "counts.json").read_text()).items() if k.startswith("failed"))
 
 
-def test_the_second_lm_is_its_own_set_and_is_compared_with_the_first(first):
+def test_the_second_lm_is_its_own_set_and_is_compared_with_the_first(first, report_json):
     _, out = first
-    results = json.loads((out / "report" / "results.json").read_text())
+    results = report_json(out / "report" / "results.json")
     short, lm = results["candidates"]["lm_short"], results["candidates"]["lm"]
     for stage, budget in (("lm", 3000), ("lm_short", 1500)):       # [second_lm] changed the budget, nothing else
         training = json.loads((out / stage / "best" / "training.json").read_text())
@@ -106,9 +106,9 @@ def test_the_second_lm_is_its_own_set_and_is_compared_with_the_first(first):
     assert f"{short['latent_ppl']:.3f}" in row and ("—" if p_value is None else f"{p_value:.4f}") in row
 
 
-def test_corruptions_swap_one_pronoun_and_raise_the_latent_ppl(first):
+def test_corruptions_swap_one_pronoun_and_raise_the_latent_ppl(first, report_json):
     _, out = first
-    results = json.loads((out / "report" / "results.json").read_text())
+    results = report_json(out / "report" / "results.json")
     data = results["reference"]["latent_ppl"]
     for name in ("gender", "number"):
         s = results["candidates"][name]
@@ -130,14 +130,14 @@ def test_corruptions_swap_one_pronoun_and_raise_the_latent_ppl(first):
             assert len(a) == len(b) and sum(x != y for x, y in zip(a, b)) == 1, (name, doc_id)
 
 
-def test_tables_and_rendering(first):
+def test_tables_and_rendering(first, report_json):
     _, out = first
     report = (out / "report" / "report.md").read_text()
     for heading in ("Table 6", "Table 15", "Table 16", "Table 17"):
         assert heading in report
     table = (out / "table7.md").read_text()
-    kenlm = json.loads((out / "report" / "results.json").read_text())
-    authors = json.loads((out / "report_authors" / "results.json").read_text())
+    kenlm = report_json(out / "report" / "results.json")
+    authors = report_json(out / "report_authors" / "results.json")
     row = next(line for line in table.splitlines() if line.startswith("| data |"))
     assert f"{kenlm['reference']['latent_ppl']:.3f}" in row and f"{authors['reference']['latent_ppl']:.3f}" in row
 

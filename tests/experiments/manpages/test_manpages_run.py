@@ -29,21 +29,20 @@ def first(toy_job, manpage_job_config):
     return toy_job("manpages", manpage_job_config)
 
 
-def test_run_prints_the_report_and_writes_it_to_report_dir(first, run):
+def test_run_prints_the_report_and_writes_it_to_report_dir(first, run, report_json):
     config, out = first
     printed, how = run(config, out)
     assert how == dict.fromkeys(STAGES, "reused")
-    assert "| real |" in printed and "| permuted |" in printed and "## Top 10 outliers" in printed
+    assert "| real |" in printed and "| permuted |" in printed and "### Least likely documents (top 10)" in printed
     assert "## Top section-transition errors" in printed
     names = {p.name for p in (out / "report").iterdir()}
-    assert names == {".critic-output.json", "results.json", "documents.jsonl", "report.md", "latent_nll_hist.png",
-                     "index.html", "documents", "transitions_permuted.png", "transitions_repeated.png",
+    assert names == {".critic-output.json", "results.json", "documents.jsonl", "report.md", "index.html", "documents", "transitions_permuted.png", "transitions_repeated.png",
                      "transitions_dropped.png"}
     pages = sorted((out / "report" / "documents").iterdir())  # one page per flagged document, with its text
     html = (out / "report" / "index.html").read_text()
     assert len(pages) == html.count('href="documents/') and "transitions_permuted" in html
     assert all("<pre class=\"doc\">" in page.read_text() for page in pages)
-    results = json.loads((out / "report" / "results.json").read_text())
+    results = report_json(out / "report" / "results.json")
     assert set(results["candidates"]) == {"permuted", "repeated", "dropped"}
     assert results["inputs"][0] == {**results["inputs"][0], "name": "real", "path": "filtered/test.jsonl"}
     markers = {s: json.loads((out / "stages" / f"{s}.json").read_text()) for s in STAGES}
@@ -68,14 +67,14 @@ def test_a_changed_stage_recomputes_with_everything_downstream(first, run, tmp_p
     assert how == dict.fromkeys(STAGES, "reused")
 
 
-def test_results_never_mix_two_configs(first, run, tmp_path, manpage_job_config):
+def test_results_never_mix_two_configs(first, run, tmp_path, manpage_job_config, report_json):
     config, base = first
     out = tmp_path / "run"
     shutil.copytree(base, out)
     fewer = manpage_job_config(tmp_path / "fewer.toml",
                          **{'corruptions = ["permuted", "repeated", "dropped"]': 'corruptions = ["repeated"]'})
     run(fewer, out)
-    results = json.loads((out / "report" / "results.json").read_text())
+    results = report_json(out / "report" / "results.json")
     assert set(results["candidates"]) == {"repeated"}
     assert results["run"]["config"]["criticism"]["corruptions"] == ["repeated"]
     assert not (out / "report" / "transitions_permuted.png").exists()

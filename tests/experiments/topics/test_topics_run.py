@@ -56,9 +56,9 @@ def _sets(out: Path) -> dict:
             "manpages": read_jsonl(out / "baseline" / "test.jsonl")[:N_MAN]}
 
 
-def test_sets_and_latent_nll_recomputed_from_the_saved_critic(first):
+def test_sets_and_latent_nll_recomputed_from_the_saved_critic(first, report_json):
     _, out = first
-    results = json.loads((out / "report" / "results.json").read_text())
+    results = report_json(out / "report" / "results.json")
     assert results["reference"]["name"] == "data"
     assert set(results["candidates"]) == {"lm", "manpages"}
     assert results["critic"]["name"] == "ctm" and results["critic"]["params"]["num_topics"] == 4
@@ -85,10 +85,10 @@ def test_sets_and_latent_nll_recomputed_from_the_saved_critic(first):
     assert results["reference"]["latent_ppl"] == pytest.approx(np.exp(np.mean(scores.latent_nll)), rel=1e-9)
 
 
-def test_mean_only_scores_the_same_fitted_critic(first):
+def test_mean_only_scores_the_same_fitted_critic(first, report_json):
     _, out = first
-    exact = json.loads((out / "report" / "results.json").read_text())
-    mean = json.loads((out / "report_mean_only" / "results.json").read_text())
+    exact = report_json(out / "report" / "results.json")
+    mean = report_json(out / "report_mean_only" / "results.json")
     assert mean["critic"]["params"]["mean_only"] is True and exact["critic"]["params"]["mean_only"] is False
     critic = Critic.load(out / "critic" / "critic")
     critic.mean_only = True
@@ -123,11 +123,11 @@ def test_covariance_figures(first):
     assert "smallest outlier p-value (length score" in (out / "report" / "report.md").read_text()
 
 
-def test_table9_matches_results(first):
+def test_table9_matches_results(first, report_json):
     _, out = first
     table = (out / "table9.md").read_text()
-    exact = json.loads((out / "report" / "results.json").read_text())
-    mean = json.loads((out / "report_mean_only" / "results.json").read_text())
+    exact = report_json(out / "report" / "results.json")
+    mean = report_json(out / "report_mean_only" / "results.json")
     for name in ("data", "lm", "manpages"):
         row = next(line for line in table.splitlines() if line.startswith(f"| {name} |"))
         cells = [c.strip() for c in row.strip("|").split("|")]
