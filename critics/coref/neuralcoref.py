@@ -35,6 +35,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Annotated
 
+from critic.io import user_cache
 from critic.registry import register_setup
 
 from .resolution import text_sha256
@@ -68,8 +69,7 @@ def default_venv() -> Path:
     env = os.environ.get("CRITIC_NEURALCOREF_VENV")
     if env:
         return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "critic" / "neuralcoref" / "venv"
+    return user_cache("neuralcoref", "venv")
 
 
 def _python_version(exe: str) -> tuple[int, int] | None:

@@ -23,6 +23,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from critic.io import user_cache
+
 __all__ = [
     "KENLM_VERSION",
     "KenLMNotBuilt",
@@ -45,8 +47,7 @@ class KenLMNotBuilt(RuntimeError):
 
 def default_cache_dir() -> Path:
     """The folder the tools are built into: ``$XDG_CACHE_HOME/critic/kenlm`` or ``~/.cache/critic/kenlm``."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "critic" / "kenlm"
+    return user_cache("kenlm")
 
 
 def _has_tools(folder: Path) -> bool:

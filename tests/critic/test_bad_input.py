@@ -12,7 +12,6 @@ import json
 import shutil
 import subprocess
 import sys
-from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
@@ -434,14 +433,12 @@ def test_metric_sentences_not_utf8(capsys, tmp_path):
 # ------------------------------------------------------------------ plugins that fail to import
 @pytest.fixture
 def broken_plugin(monkeypatch):
-    real = registry.entry_points
-
-    def with_broken(group):
-        return [*real(group=group), EntryPoint("broken", "critic_plugin_that_is_not_there", group)]
-
-    monkeypatch.setattr(registry, "entry_points", with_broken)
+    """A plugin listed in ``$CRITIC_PLUGINS`` that cannot be imported (as an entry point of an installed package
+    whose module is gone would be): every process that loads the plugins, the catalogue's included, records it."""
+    monkeypatch.setenv("CRITIC_PLUGINS", "critic_plugin_that_is_not_there")
     monkeypatch.setattr(registry, "_PLUGIN_ERRORS", {})
-    return "plugin 'broken' failed to import (critic_plugin_that_is_not_there: ModuleNotFoundError"
+    return ("plugin 'critic_plugin_that_is_not_there' failed to import (critic_plugin_that_is_not_there: "
+            "ModuleNotFoundError")
 
 
 def test_a_failed_plugin_is_named_by_every_command_that_needs_it(ctx, capsys, tmp_path, broken_plugin):
@@ -450,7 +447,8 @@ def test_a_failed_plugin_is_named_by_every_command_that_needs_it(ctx, capsys, tm
     fails(capsys, ["data", "build", "brokencorpus", "--out", tmp_path / "o"], "unknown corpus", broken_plugin)
     fails(capsys, ["brokencommand"], "unknown command 'brokencommand'", "note: " + broken_plugin)
     assert main(["list"]) == 0
-    assert "plugin 'broken' could not be loaded: critic_plugin_that_is_not_there" in capsys.readouterr().err
+    assert ("plugin 'critic_plugin_that_is_not_there' could not be loaded: critic_plugin_that_is_not_there"
+            in capsys.readouterr().err)
 
 
 # ------------------------------------------------------------------ the real command, and --debug

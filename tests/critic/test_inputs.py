@@ -8,6 +8,7 @@ import argparse
 import datetime
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,8 @@ from critic.inputs import FORMAT_NAMES, InputOptions, ReadReport, detect_format,
 import pyarrow as pa  # noqa: E402  (critic[arrow]: installed by .ci/install.sh, never skipped)
 import pyarrow.ipc  # noqa: E402,F401  (pa.ipc)
 import pyarrow.parquet as pq  # noqa: E402
+
+PLUGINS = Path(__file__).parent / "plugins"
 
 
 def write_lines(path, *objs):
@@ -804,30 +807,7 @@ def test_a_plugin_adds_an_input_format_that_auto_knows(tmp_path, monkeypatch, ca
     from critic import registry
     from critic.cli import main
 
-    plugin = tmp_path / "tsv_format.py"
-    plugin.write_text('''
-from critic.document import DocumentError
-from critic.inputs import InputFormat
-from critic.registry import register_format
-
-
-class TsvFormat(InputFormat):
-    name = "tsv"
-    help = "ID<TAB>TEXT lines"
-    suffixes = (".tsv",)
-
-    def documents(self, path, options, build):
-        for number, line in enumerate(path.read_text().splitlines(), start=1):
-            doc_id, sep, text = line.partition("\\t")
-            if not sep:
-                raise DocumentError(f"{path}:{number}: expected ID<TAB>TEXT")
-            doc = build.document(f"{path}:{number}", number, text.replace("\\\\n", "\\n"), doc_id)
-            if doc is not None:
-                yield doc
-
-
-register_format(TsvFormat())
-''')
+    plugin = PLUGINS / "tsv_format.py"
     monkeypatch.setenv("CRITIC_PLUGINS", "")
     monkeypatch.setattr(registry, "_FORMATS", registry._FORMATS.copy())
     monkeypatch.setattr(registry, "_PLUGINS", dict(registry._PLUGINS))

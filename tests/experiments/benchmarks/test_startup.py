@@ -1,0 +1,15 @@
+"""The start-up benchmark: every command exits as expected, each ratio is its best time over ``import torch``'s."""
+
+from __future__ import annotations
+
+from experiments.benchmarks.startup import COMMANDS, main
+
+
+def test_each_command_is_timed_against_import_torch(tmp_path):
+    out = main(["--repeat", "1", "--json", str(tmp_path / "startup.json")])
+    rows = out["rows"]
+    assert set(rows) == {"import torch", *COMMANDS}
+    floor = rows["import torch"]["best"]
+    for row in rows.values():
+        assert row["ratio"] == row["best"] / floor and row["best"] <= row["median"]
+    assert (tmp_path / "startup.json").is_file() and out["cold_list_seconds"] > 0
