@@ -9,6 +9,7 @@ imports torch, ``import critic.cli`` and ``critic --help`` do not.
 from __future__ import annotations
 
 import importlib
+import sys
 
 __version__ = "0.1.0"
 
@@ -37,3 +38,9 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
+
+
+if "IPython" in sys.modules:  # inside a notebook: results show as the report's summary table (critic.notebook)
+    from .notebook import register as _register_notebook
+
+    _register_notebook()

@@ -181,12 +181,6 @@ class PanelResult:
     def __str__(self) -> str:
         return "\n\n".join(str(r) for r in self.results.values())
 
-    def _repr_html_(self) -> str:
-        """A notebook shows the report's summary table."""
-        from .html import summary_html
-
-        return summary_html(self.results)
-
 
 def _check_rule(fdr: float | None, level: float | None) -> None:
     if fdr is None and level is None:

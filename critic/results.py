@@ -301,12 +301,6 @@ class CriticismResult:
     def __str__(self) -> str:
         return markdown_table(self)
 
-    def _repr_html_(self) -> str:
-        """A notebook shows the report's summary table (this critic's rows)."""
-        from .html import summary_html
-
-        return summary_html({self.critic_name: self})
-
 
 def json_ready(obj: Any) -> dict:
     """``obj`` with every NaN/infinite float replaced by ``None``; the reasons under ``null_reasons``.

@@ -132,11 +132,18 @@ def test_load_results_names_what_is_wrong(tmp_path):
 
 
 def test_a_notebook_shows_the_summary_table(panel):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from critic.notebook import register
+
+    shell = InteractiveShell()  # a real IPython shell, its display formatters as a notebook's
+    assert register(shell)
+    show = lambda obj: shell.display_formatter.format(obj)[0]["text/html"]  # noqa: E731
     table = _Collect()
-    table.feed(panel._repr_html_())
+    table.feed(show(panel))
     assert table.rows == {"summary": 6}
     one = panel.results["sharp"]
-    html = one._repr_html_()
+    html = show(one)
     assert html.count('<tr data-critic="sections"') == 3  # alone, a result is labelled by its critic's name
     for s in one.sets:  # the headline (a PPL: a chain critic) with its CI, as the report prints it
         assert f"<td>{s.latent_ppl:.3f}</td><td>[{s.latent_ppl_ci[0]:.3f}, {s.latent_ppl_ci[1]:.3f}]</td>" in html

@@ -96,3 +96,46 @@ def test_an_opening_that_is_not_a_regular_expression_is_refused_with_the_config(
     with pytest.raises(ConfigError, match=rf"cpu\.toml:{line}: \[manpages\] opening = '\(ls' is not a regular "
                                           r"expression: missing \), unterminated subpattern"):
         check_config(data, registry.get_runner(data["runner"]).schema, where=str(bad), text=text, allowed=("runner",))
+
+
+def _out_of_range(key) -> object | None:
+    """A value just outside a key's bounds (``None`` when it has none)."""
+    if key.gt is not None:
+        return key.gt
+    if key.min is not None:
+        return key.min - (1 if key.type is int else 0.5)
+    if key.max is not None:
+        return key.max + 1
+    return None
+
+
+@pytest.mark.parametrize("path", [p for p in PRESETS if p.name == "cpu.toml"], ids=lambda p: p.parent.name)
+def test_every_bounded_setting_of_a_study_is_refused_out_of_range(path):
+    """Issue 39: the bounds of every setting (a critic's ``Range``, the criticism settings') are the config's
+    keys', checked with the config, before any stage runs."""
+    from critic.config import ConfigError
+
+    data, text = read_toml(path)
+    schema = registry.get_runner(data["runner"]).schema
+    checked = 0
+    for table, keys in schema.tables.items():
+        for name, key in keys.items():
+            value = _out_of_range(key)
+            if value is None or table not in data:
+                continue
+            bad = {**data, table: {**data[table], name: value}}
+            with pytest.raises(ConfigError, match=rf"\[{table}\] {name} must be"):
+                check_config(bad, schema, where=str(path), allowed=("runner",))
+            checked += 1
+    assert checked >= 5
+
+
+def test_a_topic_count_of_one_stops_the_study_before_any_stage(tmp_path, capsys):
+    from critic.cli import main
+
+    topics = next(p for p in PRESETS if p.parent.name == "topics" and p.name == "cpu.toml")
+    bad = tmp_path / "topics.toml"
+    bad.write_text(topics.read_text().replace("num_topics = ", "num_topics = 1 #", 1))
+    assert main(["run", str(bad), "--out", str(tmp_path / "run")]) == 2
+    assert "[critic] num_topics must be >= 2, got 1" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "stages").exists()
