@@ -31,6 +31,7 @@ its chunk's rows (``read_skips``: the reader's :attr:`~critic.inputs.ReadReport.
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
 import os
@@ -173,8 +174,33 @@ def scored_chunks(critic: Critic, docs: Iterable[Document], *, seed: int = 0, ba
     scored = (scorer(plans) if scorer is not None else
               ((chunk, score_chunk(critic, chunk.docs, seed=seed, first_batch=chunk.first_batch)
                 if chunk.todo else None) for chunk in plans))
-    for chunk, data in scored:
-        yield chunk, None if data is None else data + skipped_rows(chunk.read_skips)
+    with fewer_collections():
+        for chunk, data in scored:
+            yield chunk, None if data is None else data + skipped_rows(chunk.read_skips)
+
+
+GC_THRESHOLD = 100_000
+"""Allocations between two of the cyclic collector's young collections while a stream is scored (Python's
+default: 700)."""
+
+
+@contextlib.contextmanager
+def fewer_collections(threshold: int = GC_THRESHOLD):
+    """Python's cyclic garbage collector, tuned for a stream while the block runs: what exists when it starts (torch,
+    the critic: hundreds of thousands of objects) is frozen out of its collections (:func:`gc.freeze`), and a
+    young collection waits for ``threshold`` allocations.  A chunk's documents and rows (tens of thousands of
+    objects, freed with the chunk) otherwise set off collections that scan everything: 1.9x the CPU time of
+    ``critic score`` over 200,000 man pages, for the same bytes and the same peak memory.  Cycles are still
+    collected; the collector's settings are put back after."""
+    before = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(threshold, *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
 
 
 def _settings(critic: Critic, source: str | Path, seed: int, batches_per_chunk: int, shard: tuple[int, int]) -> dict:

@@ -123,7 +123,7 @@ def gauge_fixed_prior(mu: torch.Tensor, scale_tril: torch.Tensor) -> tuple[torch
 
 
 def _em_topics(bow: BagOfWords, m: torch.Tensor, v: torch.Tensor, phi: torch.Tensor, eps: torch.Tensor, *,
-               topic_concentration: float | None, batch_size: int = 512) -> torch.Tensor:
+               topic_concentration: float | None, batch_size: int = 64) -> torch.Tensor:
     """The M-step for the topics, ``log phi (K, V)``: with ``z_ds = m_d + s_d eps_s`` on the draws ``eps (S, K)``,
     ``theta_ds = softmax(z_ds)``, each word's topic responsibilities ``r_dwk = mean_s theta_dsk phi_kw /
     (theta_ds . phi_w)`` at the current ``phi``, and ``phi_kw`` proportional to ``sum_d n_dw r_dwk`` (plus
@@ -132,8 +132,7 @@ def _em_topics(bow: BagOfWords, m: torch.Tensor, v: torch.Tensor, phi: torch.Ten
     k, vocab = phi.shape
     expected = torch.zeros(k, vocab, dtype=torch.float64, device=phi.device)
     s = v.sqrt()
-    for start in range(0, len(bow), batch_size):
-        rows = np.arange(start, min(start + batch_size, len(bow)))
+    for rows in bow.batches(batch_size):                                      # similar widths together
         batch = bow.batch(rows, "sparse").to(phi.device)
         cols = phi.clamp_min(_PHI_FLOOR).T[batch.ids]                        # (B, L, K)
         theta = torch.softmax(m[rows].unsqueeze(1) + s[rows].unsqueeze(1) * eps, -1)   # (B, S, K)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 
 from .model import CTMGlobals, PriorTerms, _Windows, local_elbo
@@ -35,12 +34,14 @@ _METHOD_DEFAULTS = {"adam": {"steps": 300, "tol": 1e-4}, "newton": {"steps": 100
 
 def infer_local(globals_: CTMGlobals, bow: BagOfWords, *, method: str = "adam", steps: int | None = None,
                 tol: float | None = None, lr: float = 0.05, num_samples: int = 4, num_draws: int = 24,
-                batch_size: int = 512, window: int = 25, seed: int = 0, init_scale: float = 0.3,
+                batch_size: int = 32, window: int = 25, seed: int = 0, init_scale: float = 0.3,
                 representation: str = "auto", warm_start: tuple[torch.Tensor, torch.Tensor] | None = None
                 ) -> LocalResult:
     """Fit ``q(z_d) = N(m_d, diag v_d)`` to each document of ``bow`` with the globals frozen.
 
-    Documents go ``batch_size`` at a time, ``m`` started at ``mu`` and ``log s`` at ``log init_scale`` (or,
+    Documents go ``batch_size`` at a time, those of similar width together (:meth:`BagOfWords.batches`: a batch
+    padded to its widest document is mostly words; a document's result does not depend on its batch), ``m``
+    started at ``mu`` and ``log s`` at ``log init_scale`` (or,
     ``method="newton"`` only, at ``warm_start = (m, v)``, each ``(n, K)``: a warm start from an earlier fit, as
     variational EM's E-steps take), each document stopping on its own.  ``method``:
 
@@ -72,8 +73,7 @@ def infer_local(globals_: CTMGlobals, bow: BagOfWords, *, method: str = "adam", 
     out_conv = torch.zeros(n, dtype=torch.bool)
     out_elbo = torch.empty(n, dtype=torch.float64)
     traces = []
-    for start in range(0, n, max(int(batch_size), 1)):
-        rows = np.arange(start, min(start + int(batch_size), n))
+    for rows in bow.batches(batch_size):                           # documents of similar width together
         if method == "newton":                                     # the words present, their columns gathered
             batch = bow.batch(rows, "sparse").to(device).with_columns(phi)
             warm = (None if warm_start is None
@@ -86,8 +86,8 @@ def infer_local(globals_: CTMGlobals, bow: BagOfWords, *, method: str = "adam", 
                 batch.dense = batch.dense.to(dtype)
             res = _infer_batch(g, phi, batch, len(rows), steps=steps, lr=lr, num_samples=num_samples, tol=tol,
                                window=window, seed=seed, init_scale=init_scale)
-        sl = slice(start, start + len(rows))
-        out_m[sl], out_v[sl], out_steps[sl], out_conv[sl], out_elbo[sl] = res[:5]
+        at = torch.as_tensor(rows)
+        out_m[at], out_v[at], out_steps[at], out_conv[at], out_elbo[at] = res[:5]
         traces.append(res[5])
     return LocalResult(out_m, out_v, out_steps, out_conv, out_elbo, traces)
 

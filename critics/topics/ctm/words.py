@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -101,6 +101,14 @@ class BagOfWords:
     @property
     def num_distinct(self) -> np.ndarray:
         return np.diff(self.indptr)
+
+    def batches(self, batch_size: int) -> Iterator[np.ndarray]:
+        """Row indices, ``batch_size`` at a time, documents of similar width (distinct words) together, each batch
+        in row order: a batch padded to its widest document (``(B, L)`` with ``L`` its widest) is mostly words,
+        where batches in row order are padded to the widest of any ``batch_size`` neighbours."""
+        by_width = np.argsort(self.num_distinct, kind="stable")
+        for start in range(0, len(self), max(int(batch_size), 1)):
+            yield np.sort(by_width[start:start + int(batch_size)])
 
     def subset(self, rows) -> "BagOfWords":
         rows = np.asarray(rows, dtype=np.int64)
