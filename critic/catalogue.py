@@ -166,8 +166,10 @@ def _build(path: Path, key: str) -> Catalogue:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         out = path.with_name(f".catalogue-{os.getpid()}.json")
-        done = subprocess.run([sys.executable, "-c", "import sys; from critic.catalogue import _dump; _dump(sys.argv[1])",
-                               str(out)], capture_output=True, timeout=600)
+        here = str(Path(__file__).resolve().parents[1])  # this critic package, whatever the working folder holds
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
+        code = "import sys; from critic.catalogue import _dump; _dump(sys.argv[1])"
+        done = subprocess.run([sys.executable, "-P", "-c", code, str(out)], capture_output=True, env=env, timeout=600)
         payload = json.loads(out.read_text(encoding="utf-8")) if done.returncode == 0 else None
         out.unlink(missing_ok=True)
     except (OSError, ValueError, subprocess.TimeoutExpired):

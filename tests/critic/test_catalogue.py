@@ -187,3 +187,15 @@ register_view(TitleCountCritic, TitleCountView())
     page = next(p for p in pages if ">long <" in p)  # the flagged 30-section generation, shown by the plugin's view
     assert '<p class="title-count">30 sections against a rate of' in page
     assert flagged["critics"]["m"]["critic"]["name"] == "title-count"
+
+
+def test_the_catalogue_is_read_by_this_critic_whatever_the_working_folder_holds(tmp_path):
+    """The child interpreter imports the critic package the command runs from, not a ``critic`` folder of the
+    user's working folder."""
+    (tmp_path / "critic").mkdir()
+    (tmp_path / "critic" / "__init__.py").write_text("raise ImportError('not this one')\n")
+    env = {**os.environ, "CRITIC_CATALOGUE": str(tmp_path / "cache"), "CRITIC_PLUGINS": ""}
+    done = subprocess.run([str(Path(sys.executable).parent / "critic"), "list"], capture_output=True, text=True,
+                          env=env, cwd=tmp_path)
+    assert done.returncode == 0 and "  lda " in done.stdout and "could not be loaded" not in done.stderr
+    assert json.loads((tmp_path / "cache" / "catalogue.json").read_text())["catalogue"]["critics"]["lda"]
