@@ -19,18 +19,20 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import registry
 from .helptext import plain_help
-from .io import atomic_write_text, user_cache
+from .io import atomic_write_text, claim_folder, user_cache
 
 __all__ = ["CriticCard", "Catalogue", "catalogue", "cache_folder", "CACHE_ENV"]
 
 CACHE_ENV = "CRITIC_CATALOGUE"
-"""Environment variable: the folder the catalogue is kept in (default :func:`critic.io.user_cache`)."""
+"""Environment variable: the folder the catalogue is kept in (default ``catalogue`` of :func:`critic.io.user_cache`);
+a folder the tool made or an empty one (:func:`critic.io.claim_folder`)."""
 
 
 @dataclass(frozen=True)
@@ -94,8 +96,8 @@ class Catalogue:
 
 
 def cache_folder() -> Path:
-    """``$CRITIC_CATALOGUE``, else the user's cache folder of the tool (:func:`critic.io.user_cache`)."""
-    return Path(os.environ[CACHE_ENV]) if os.environ.get(CACHE_ENV) else user_cache()
+    """``$CRITIC_CATALOGUE``, else ``catalogue`` in the user's cache folder of the tool (:func:`critic.io.user_cache`)."""
+    return Path(os.environ[CACHE_ENV]) if os.environ.get(CACHE_ENV) else user_cache("catalogue")
 
 
 def _files(spec: str) -> list[Path]:
@@ -161,19 +163,17 @@ def _cached(path: Path, key: str) -> Catalogue | None:
 
 
 def _build(path: Path, key: str) -> Catalogue:
-    """The plugins' catalogue, read in a fresh interpreter and kept at ``path``; in this process (loading the
-    plugins here) when the cache folder cannot be written."""
+    """The plugins' catalogue, read in a fresh interpreter and kept at ``path``, in a folder the tool made or an
+    empty one (:func:`critic.io.claim_folder`; another is said on stderr and left untouched); read in this
+    process (loading the plugins here) when the folder cannot be had or the child fails."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        out = path.with_name(f".catalogue-{os.getpid()}.json")
-        here = str(Path(__file__).resolve().parents[1])  # this critic package, whatever the working folder holds
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
-        code = "import sys; from critic.catalogue import _dump; _dump(sys.argv[1])"
-        done = subprocess.run([sys.executable, "-P", "-c", code, str(out)], capture_output=True, env=env, timeout=600)
-        payload = json.loads(out.read_text(encoding="utf-8")) if done.returncode == 0 else None
-        out.unlink(missing_ok=True)
-    except (OSError, ValueError, subprocess.TimeoutExpired):
-        payload = None
+        claim_folder(path.parent, "catalogue")
+    except ValueError as exc:
+        print(f"critic: warning: ${CACHE_ENV}: {exc}; the catalogue is not kept", file=sys.stderr)
+        return Catalogue().add_registered(plugins=True)
+    except OSError:
+        return Catalogue().add_registered(plugins=True)
+    payload = _read_in_child(path.parent)
     if payload is None:
         return Catalogue().add_registered(plugins=True)
     try:
@@ -181,6 +181,24 @@ def _build(path: Path, key: str) -> Catalogue:
     except OSError:
         pass  # a cache that cannot be kept: built again next time
     return Catalogue.from_json(payload)
+
+
+def _read_in_child(folder: Path) -> dict | None:
+    """The catalogue as a fresh interpreter reads it (this critic package first on its path, whatever the working
+    folder holds), through a file of its own in ``folder``; ``None`` when the child fails."""
+    handle, name = tempfile.mkstemp(prefix=".catalogue-", suffix=".json", dir=folder)
+    os.close(handle)
+    out = Path(name)
+    here = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
+    code = "import sys; from critic.catalogue import _dump; _dump(sys.argv[1])"
+    try:
+        done = subprocess.run([sys.executable, "-P", "-c", code, str(out)], capture_output=True, env=env, timeout=600)
+        return json.loads(out.read_text(encoding="utf-8")) if done.returncode == 0 else None
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+    finally:
+        out.unlink(missing_ok=True)
 
 
 def _dump(out: str) -> None:

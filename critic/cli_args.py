@@ -24,7 +24,7 @@ from .registry import list_formats
 from .settings import CriticismSettings
 from .workflows import read_set
 
-__all__ = ["positive_int", "probability", "fold_count", "named_number", "named_file", "common_options",
+__all__ = ["positive_int", "fold_count", "named_number", "named_file", "common_options",
            "add_criticism_options", "criticism_settings", "signature_options", "called_options", "add_input_arguments",
            "input_options", "read_with_args"]
 
@@ -37,17 +37,6 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
-    return value
-
-
-def probability(text: str) -> float:
-    """A number in (0, 1]."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must lie in (0, 1], got {value}")
     return value
 
 
@@ -107,7 +96,7 @@ def common_options(p: argparse.ArgumentParser) -> None:
 
 def add_criticism_options(parser: argparse.ArgumentParser, *, keep: Sequence[str] | None = None,
                           **defaults: Any) -> None:
-    """The options of :class:`~critic.workflows.CriticismSettings` (``--top``, ``--n-bootstrap``,
+    """The options of :class:`~critic.settings.CriticismSettings` (``--top``, ``--n-bootstrap``,
     ``--n-permutations``, ``--outlier-score``, ``--fdr``, ``--flag-level``; ``keep``: some of them) with a command's
     own ``defaults``.  The command line checks them together before any file or model is read and gives the
     command ``args.criticism`` (:func:`criticism_settings`)."""
@@ -116,7 +105,7 @@ def add_criticism_options(parser: argparse.ArgumentParser, *, keep: Sequence[str
 
 
 def criticism_settings(args: argparse.Namespace) -> CriticismSettings:
-    """The :class:`~critic.workflows.CriticismSettings` of a command's :func:`add_criticism_options`."""
+    """The :class:`~critic.settings.CriticismSettings` of a command's :func:`add_criticism_options`."""
     return CriticismSettings(**called_options(args))
 
 

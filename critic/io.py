@@ -239,7 +239,7 @@ def _read_marker(path: Path) -> dict | None:
 
 
 OUTPUT_KINDS = {"critic": "a saved critic", "report": "a report directory", "run": "a run folder",
-                "lm-run": "an LM run folder"}
+                "lm-run": "an LM run folder", "catalogue": "the plugins' catalogue folder"}
 """The kinds of folder this tool writes (as a whole: :func:`atomic_directory`; over time: :func:`claim_folder`),
 and how messages name them."""
 

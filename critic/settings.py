@@ -29,7 +29,7 @@ class CriticismSettings:
     document's outlier p-value compares it with, the flag rule and how many documents a report lists.
 
     A flag is a Benjamini-Hochberg q-value at most ``fdr`` (Benjamini & Hochberg 1995, over each set's outlier
-    p-values; default :data:`critic.conformal.FLAG_FDR`), or, with ``flag_level`` instead, an outlier p-value at
+    p-values; default :data:`FLAG_FDR`), or, with ``flag_level`` instead, an outlier p-value at
     most that level, document by document.  Checked when made (:func:`critic.config.check_call`)."""
 
     top: Annotated[int, Range(min=1), "documents listed per critic and set, the least likely first (flagged ones "
@@ -58,7 +58,7 @@ class CriticismSettings:
     @property
     def flag_rule(self) -> dict[str, float | None]:
         """The rule as :class:`~critic.panel.PanelResult` takes it: ``level`` when given, else ``fdr`` (default
-        :data:`~critic.conformal.FLAG_FDR`)."""
+        :data:`FLAG_FDR`)."""
         if self.flag_level is not None:
             return {"fdr": None, "level": self.flag_level}
         return {"fdr": FLAG_FDR if self.fdr is None else self.fdr, "level": None}

@@ -189,7 +189,7 @@ def fewer_collections(threshold: int = GC_THRESHOLD):
     """Python's cyclic garbage collector, tuned for a stream while the block runs: what exists when it starts (torch,
     the critic: hundreds of thousands of objects) is frozen out of its collections (:func:`gc.freeze`), and a
     young collection waits for ``threshold`` allocations.  A chunk's documents and rows (tens of thousands of
-    objects, freed with the chunk) otherwise set off collections that scan everything: 1.9x the CPU time of
+    objects, freed with the chunk) otherwise set off collections that scan everything: 1.5x the CPU time of
     ``critic score`` over 200,000 man pages, for the same bytes and the same peak memory.  Cycles are still
     collected; the collector's settings are put back after."""
     before = gc.get_threshold()

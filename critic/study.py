@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from .config import Divides, Key, Schema, check_config, settings_table
+from .config import ConfigError, Divides, Key, Schema, check_config, settings_table
 from .panel import load_results
 from .registry import register_runner
 from .stages import Stage
@@ -51,7 +51,7 @@ RUNTIME_KEYS = {
 """Top-level keys every study accepts."""
 
 CRITICISM_KEYS = criticism_keys(top=10)
-"""Keys of every study's ``[criticism]`` table (:class:`~critic.workflows.CriticismSettings`, listing 10 documents);
+"""Keys of every study's ``[criticism]`` table (:class:`~critic.settings.CriticismSettings`, listing 10 documents);
 a study adds its own beside them."""
 
 
@@ -84,6 +84,11 @@ class Pipeline:
                  device: str = "cpu", log: Callable[[str], None] | None = None):
         self.name = name
         self.config = check_config(config, schema, where=f"{name} config", allowed=("runner",))
+        table = self.config.get("criticism", {})
+        try:  # the run's CriticismSettings, checked together (one flag rule) before any stage runs
+            self.settings = CriticismSettings(**{key: table[key] for key in CRITICISM_KEYS if key in table})
+        except ConfigError as exc:
+            raise ConfigError(f"{name} config: [criticism] {exc}") from None
         self.out = Path(out)
         self.seed = seed
         self.device = device
@@ -152,12 +157,6 @@ class Pipeline:
         for table in extra:
             out.update(table)
         return out
-
-    @property
-    def settings(self) -> CriticismSettings:
-        """The run's :class:`~critic.workflows.CriticismSettings` (its ``[criticism]`` keys of them)."""
-        table = self.config["criticism"]
-        return CriticismSettings(**{name: table[name] for name in CRITICISM_KEYS if name in table})
 
     def criticize(self, critic, reference, candidates, **kwargs):
         """:func:`critic.workflows.criticise` with the run's settings and seed: ``critic`` (labelled by its name)

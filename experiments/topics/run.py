@@ -111,7 +111,7 @@ def _fit(run: Pipeline, stage: Stage, train: list[Document], valid: list[Documen
                             log=run.log)
         seconds = time.perf_counter() - start
         critic.save(stage.path / "critic")
-        info = {"fit_seconds": seconds, "training_docs": critic.training_docs_,  # seconds: fit and calibration
+        info = {"fit_and_calibration_seconds": seconds, "training_docs": critic.training_docs_,
                 "training_skipped": len(critic.training_skipped_), "vocabulary": len(critic.vocab_),
                 "removed_frequent": critic.frequent_, "fit_method": critic.fit_method_, "fit_init": critic.fit_init_,
                 "fit_steps": critic.fit_steps_, "fit_converged": critic.fit_converged_,
@@ -121,7 +121,7 @@ def _fit(run: Pipeline, stage: Stage, train: list[Document], valid: list[Documen
     elbo = info["validation_elbo_per_token"]
     run.log(f"critic: K={critic.num_topics}, {len(critic.vocab_)} word types ({len(critic.frequent_)} removed as "
             f"too frequent), {critic.training_docs_} documents ({len(critic.training_skipped_)} skipped), "
-            f"{_steps(info)} in {seconds:.0f} s, seed {seed}; held-out "
+            f"{_steps(info)}, {seconds:.0f} s with its calibration, seed {seed}; held-out "
             "ELBO/token " + ("—" if elbo is None else f"{elbo:.3f}"))
 
 
@@ -299,7 +299,7 @@ def main(run: Pipeline) -> dict[str, CriticismResult]:
              f"{word_ppl(ppl):.2f} (the LM's, not the critic's: M(x) = 1)",
              f"- CTM: K = {critic_cfg['num_topics']}, {fit['vocabulary']} word types, fitted on "
              f"{fit['training_docs']} summaries ({fit['training_skipped']} without an in-vocabulary word) in "
-             f"{_steps(fit)}, {fit['fit_seconds']:.0f} s"
+             f"{_steps(fit)}, {fit['fit_and_calibration_seconds']:.0f} s with its calibration"
              + ("" if fit["validation_elbo_per_token"] is None
                 else f"; held-out ELBO per token {fit['validation_elbo_per_token']:.3f}"),
              "- " + openings_line(extra["openings"]),

@@ -199,3 +199,17 @@ def test_the_catalogue_is_read_by_this_critic_whatever_the_working_folder_holds(
                           env=env, cwd=tmp_path)
     assert done.returncode == 0 and "  lda " in done.stdout and "could not be loaded" not in done.stderr
     assert json.loads((tmp_path / "cache" / "catalogue.json").read_text())["catalogue"]["critics"]["lda"]
+
+
+def test_a_catalogue_folder_holding_someone_else_s_files_is_left_untouched(tmp_path, monkeypatch, capsys):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "catalogue.json").write_text("my own notes")
+    monkeypatch.setenv("CRITIC_CATALOGUE", str(mine))
+    monkeypatch.setenv("CRITIC_PLUGINS", "")
+    assert main(["list"]) == 0
+    captured = capsys.readouterr()
+    assert "  lda " in captured.out
+    assert f"critic: warning: $CRITIC_CATALOGUE: {mine}: exists and is not the plugins' catalogue folder" in captured.err
+    assert sorted(p.name for p in mine.iterdir()) == ["catalogue.json"] and (mine / "catalogue.json").read_text() == \
+        "my own notes"

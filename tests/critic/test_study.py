@@ -101,3 +101,14 @@ def test_a_registered_study_runs_from_the_command_line(tmp_path, capsys):
     config.write_text('runner = "toy-study-test"\n[data]\nn = 0\n')
     assert cli(["run", str(config), "--out", str(tmp_path / "out")]) == 2
     assert "toy.toml:3: [data] n must be >= 1" in capsys.readouterr().err
+
+
+def test_two_flag_rules_are_refused_before_any_stage(tmp_path):
+    from critic.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"toy config: \[criticism\] fdr = 0.2 and flag_level = 0.05 are two flag "
+                                          "rules"):
+        Pipeline("toy", {"criticism": {"fdr": 0.2, "flag_level": 0.05}}, study_schema({}), out=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    run = Pipeline("toy", {"criticism": {"flag_level": 0.05, "top": 3}}, study_schema({}), out=tmp_path)
+    assert (run.settings.flag_rule, run.settings.top) == ({"fdr": None, "level": 0.05}, 3)

@@ -41,8 +41,10 @@ only ``m, log s`` of a batch of documents are fitted, many documents at once, to
 with the two Gaussian terms in closed form and the likelihood term by Monte Carlo over
 standard-normal draws shared by all documents (common random numbers); every batch starts from the
 same seed, so a document's ``m, v`` do not depend on which other documents share its batch: fitting
-documents one at a time gives the same numbers (the benchmark checks it).  Each document stops on
-its own and leaves the batch.  Two methods:
+documents one at a time gives the same numbers (the benchmark checks it) -- in float64, which the critic's
+inference uses: in float32 the rounding of the batched products depends on the batch's shape, and a Newton
+path's line searches and stopping step with it (man pages' T(x) moved by up to 0.79 nats).  Each document stops
+on its own and leaves the batch, and batches group documents of similar width (:meth:`BagOfWords.batches`).  Two methods:
 
 * ``adam`` (this function's default): ``num_samples`` fresh draws per step and Adam, up to 300 steps, a
   document stopped when its mean ELBO over a window of steps changes by less than ``tol`` relative; the
