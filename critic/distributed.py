@@ -1,16 +1,23 @@
 """Streamed scoring on Dask distributed: the chunks of :mod:`critic.streaming` scored by a cluster's workers.
 
 ``critic score --workers N`` starts an embedded ``LocalCluster`` (N worker processes of one thread each, on
-loopback); ``--scheduler tcp://HOST:PORT`` uses an existing cluster.  The client reads and
-cuts the input exactly as a serial run does and keeps at most ``window`` chunks in flight; each worker loads
-the fitted critic from its saved folder once (checked against the client's state hash: a worker that sees
-another critic refuses), scores whole chunks from their global batch index and returns their JSONL bytes,
-which the client writes in chunk order.  So the output, the progress file, resuming and sharding are those
-of :func:`critic.streaming.score_stream`, byte for byte.  A chunk whose worker dies is sent again (its
-documents too: scattered data dies with its worker), ``retries`` times at most: a chunk is written once,
-when its result arrives.
+loopback); ``--scheduler tcp://HOST:PORT`` uses an existing cluster.  The client plans the chunks exactly as a
+serial run does and keeps at most ``window`` chunks in flight; each worker loads the fitted critic from its
+saved folder once (checked against the client's state hash: a worker that sees another critic refuses),
+scores whole chunks from their global batch index and returns their JSONL bytes, which the client writes in
+chunk order.  So the output, the progress file, resuming and sharding are those of
+:func:`critic.streaming.score_stream`, byte for byte.
 
-The critic's folder must be readable by every worker (one machine, or a shared file system).
+Where the input is a :class:`~critic.inputs.LineInput` (JSON lines or one generation a line, uncompressed) the
+client only finds its newlines (:func:`critic.spans.plan_spans`): each worker reads and parses its chunk's span
+of lines itself, and the client merges what the reads counted and checks the ids across chunks.  So the
+client's work per chunk is a task of a few hundred bytes out and the chunk's rows back, and the throughput
+grows with the workers.  Other inputs are read by the client and each chunk's documents sent with it.
+
+A chunk whose worker dies is sent again (its documents too: scattered data dies with its worker), ``retries``
+times at most: a chunk is written once, when its result arrives.  The critic's folder, and a line input, must
+be readable by every worker at the same path (one machine, or a shared file system); a worker refuses a file
+changed since the client planned it (:attr:`critic.spans.Span.stamp`).
 """
 
 from __future__ import annotations
@@ -19,13 +26,15 @@ import json
 import os
 import resource
 from collections import deque
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from .critic import Critic, CriticLoadError
 from .document import Document
+from .inputs import LineInput
 from .resources import require_memory
-from .streaming import Chunk, Scorer, score_chunk
+from .streaming import Chunk, ChunkOutput, Scorer, score_chunk
 
 __all__ = ["dask_scorer", "local_cluster", "check_workers", "check_scheduler", "SCHEDULER_SECONDS", "RETRIES", "WORKER_BYTES", "WORKER_FILES",
            "WORKERS_PER_CORE"]
@@ -42,9 +51,9 @@ WORKERS_PER_CORE = 4
 _LOADED: dict[tuple[str, str], Critic] = {}
 
 
-def _score_on_worker(critic_dir: str, state_sha256: str, docs: bytes, seed: int, first_batch: int) -> bytes:
-    """A worker's task: the output bytes of a chunk (its documents as JSON lines), with the critic loaded from
-    its folder once per process."""
+def _worker_critic(critic_dir: str, state_sha256: str) -> Critic:
+    """The critic saved at ``critic_dir``, loaded once per worker process and checked against the client's
+    state hash."""
     key = (critic_dir, state_sha256)
     critic = _LOADED.get(key)
     if critic is None:
@@ -54,15 +63,25 @@ def _score_on_worker(critic_dir: str, state_sha256: str, docs: bytes, seed: int,
                                   f"is not the client's ({state_sha256[:12]}...): was it saved again meanwhile?")
         _LOADED.clear()
         _LOADED[key] = critic
-    chunk = [Document.from_dict(json.loads(line)) for line in docs.decode("utf-8").splitlines()]
-    return score_chunk(critic, chunk, seed=seed, first_batch=first_batch)
+    return critic
 
 
-def dask_scorer(client, critic_dir: str | Path, critic: Critic, *, seed: int, window: int | None = None,
-                retries: int = RETRIES) -> Scorer:
+def _score_on_worker(critic_dir: str, state_sha256: str, chunk: Chunk, lines: LineInput | None,
+                     docs: bytes | None, seed: int) -> ChunkOutput:
+    """A worker's task: a chunk's output, its span read here from ``lines`` or its documents given as JSON
+    lines (``docs``)."""
+    critic = _worker_critic(critic_dir, state_sha256)
+    if docs is not None:
+        chunk = replace(chunk, docs=[Document.from_dict(json.loads(line)) for line in docs.decode("utf-8").splitlines()])
+    return score_chunk(critic, chunk, seed=seed, lines=lines)
+
+
+def dask_scorer(client, critic_dir: str | Path, critic: Critic, *, seed: int, lines: LineInput | None = None,
+                window: int | None = None, retries: int = RETRIES) -> Scorer:
     """A :data:`~critic.streaming.Scorer` that scores chunks on ``client``'s workers, yielding them in order;
-    ``window`` chunks in flight at most (default: twice the workers).  A chunk whose worker dies (its task
-    killed, or its scattered documents lost with it) is sent again, up to ``retries`` times."""
+    ``window`` chunks in flight at most (default: twice the workers).  A chunk of a span is read by its worker
+    from ``lines`` (the input's path must open there too); a chunk of documents is sent with them.  A chunk whose
+    worker dies (its task killed, or its scattered documents lost with it) is sent again, up to ``retries`` times."""
     from concurrent.futures import CancelledError
 
     from distributed.scheduler import KilledWorker
@@ -70,11 +89,12 @@ def dask_scorer(client, critic_dir: str | Path, critic: Critic, *, seed: int, wi
     sha = critic.state_sha256()
     window = window or 2 * max(1, len(client.scheduler_info().get("workers", {})))
 
-    def submit(chunk: Chunk, lines: bytes):
-        data = client.scatter(lines, hash=False)  # the documents go to a worker as data, not in the task graph
-        return client.submit(_score_on_worker, str(critic_dir), sha, data, seed, chunk.first_batch, pure=False)
+    def submit(chunk: Chunk, docs: bytes | None):
+        data = None if docs is None else client.scatter(docs, hash=False)  # data, not part of the task graph
+        return client.submit(_score_on_worker, str(critic_dir), sha, replace(chunk, docs=[]), lines, data, seed,
+                             pure=False)
 
-    def result(chunk: Chunk, lines: bytes | None, future) -> bytes | None:
+    def result(chunk: Chunk, docs: bytes | None, future) -> ChunkOutput | None:
         for attempt in range(retries + 1):
             if future is None:
                 return None
@@ -83,17 +103,19 @@ def dask_scorer(client, critic_dir: str | Path, critic: Critic, *, seed: int, wi
             except (CancelledError, KilledWorker):
                 if attempt == retries:
                     raise
-                future = submit(chunk, lines)
+                future = submit(chunk, docs)
         return None
 
-    def run(plans: Iterable[Chunk]) -> Iterator[tuple[Chunk, bytes | None]]:
+    def run(plans: Iterable[Chunk]) -> Iterator[tuple[Chunk, ChunkOutput | None]]:
         pending: deque = deque()
         for chunk in plans:
-            lines = future = None
+            docs = future = None
             if chunk.todo:
-                lines = "".join(json.dumps(d.to_dict(), ensure_ascii=False) + "\n" for d in chunk.docs).encode("utf-8")
-                future = submit(chunk, lines)
-            pending.append((chunk, lines, future))
+                if chunk.span is None:
+                    docs = "".join(json.dumps(d.to_dict(), ensure_ascii=False) + "\n"
+                                   for d in chunk.docs).encode("utf-8")
+                future = submit(chunk, docs)
+            pending.append((chunk, docs, future))
             while len(pending) > window:
                 done = pending.popleft()
                 yield done[0], result(*done)

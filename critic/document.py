@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import io
 import json
 import os
 import stat
@@ -25,7 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
-__all__ = ["Section", "Document", "DocumentError", "unique_ids", "read_jsonl", "iter_jsonl", "iter_json_lines", "write_jsonl",
+from .spans import Span, read_span
+
+__all__ = ["Section", "Document", "DocumentError", "unique_ids", "UniqueIds", "read_jsonl", "iter_jsonl", "iter_json_lines", "write_jsonl",
            "documents_sha256", "COMPRESSIONS", "compression", "uncompressed_name", "is_pipe", "check_file",
            "iter_input_lines", "read_input"]
 
@@ -224,14 +227,18 @@ def _unreadable(path: Path, exc: BaseException, lines_read: int) -> DocumentErro
     return DocumentError(f"{path}:{lines_read + 1}: {kind}-compressed data damaged or cut short ({exc})")
 
 
-def iter_input_lines(path: str | Path) -> Iterator[tuple[int, bytes]]:
+def iter_input_lines(source: str | Path | Span) -> Iterator[tuple[int, bytes]]:
     """``(LINE, bytes)`` per line of a text input (line numbers from 1), decompressed when its suffix says
     (:data:`COMPRESSIONS`), a UTF-8 byte order mark at its start dropped.  A named pipe is read as it comes.
+    ``source`` a :class:`~critic.spans.Span`: its lines alone, numbered from its first.
 
-    Raises :class:`DocumentError` naming the file for a missing file or folder, an unreadable file and
-    damaged compressed data (with the line it stopped at).
+    Raises :class:`DocumentError` naming the file for a missing file or folder, an unreadable file, a file
+    changed since its span was planned and damaged compressed data (with the line it stopped at).
     """
-    path = Path(path)
+    if isinstance(source, Span):
+        yield from _span_lines(source)
+        return
+    path = Path(source)
     check_file(path)
     errors, lineno = _read_errors(path), 0
     try:
@@ -242,6 +249,19 @@ def iter_input_lines(path: str | Path) -> Iterator[tuple[int, bytes]]:
                 yield lineno, raw
     except errors as exc:
         raise _unreadable(path, exc, lineno) from None
+
+
+def _span_lines(span: Span) -> Iterator[tuple[int, bytes]]:
+    """``(LINE, bytes)`` per line of ``span`` (a byte order mark dropped when it starts the file)."""
+    try:
+        data = read_span(span)
+    except ValueError as exc:
+        raise DocumentError(str(exc)) from None
+    except OSError as exc:
+        raise _unreadable(Path(span.path), exc, 0) from None
+    if span.start == 0:
+        data = data.removeprefix(BOM)
+    yield from enumerate(io.BytesIO(data), start=span.first_line)
 
 
 def read_input(path: str | Path) -> bytes:
@@ -257,8 +277,8 @@ def read_input(path: str | Path) -> bytes:
     return data.removeprefix(BOM)
 
 
-def iter_json_lines(path: str | Path) -> Iterator[tuple[str, Any]]:
-    """``(where, value)`` per non-blank line of a JSON-lines file, ``where = "FILE:LINE"``.
+def iter_json_lines(path: str | Path | Span) -> Iterator[tuple[str, Any]]:
+    """``(where, value)`` per non-blank line of a JSON-lines file (or a span of one), ``where = "FILE:LINE"``.
 
     The file is read by :func:`iter_input_lines` (decompressed by suffix, a byte order mark dropped).
     Raises :class:`DocumentError` naming the file and line for a missing file, bytes that are not
@@ -301,14 +321,33 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def iter_jsonl(path: str | Path) -> Iterator[Document]:
-    """Yield documents from a JSONL file; raise :class:`DocumentError` naming file, line and id."""
-    seen: set[str] = set()
+class UniqueIds:
+    """The document ids of an input read so far, each with where it was read: the one check that ids are unique
+    (every reader's, and a stream's across chunks read apart: :meth:`claim_all`)."""
+
+    def __init__(self) -> None:
+        self.where: dict[str, str] = {}
+
+    def claim(self, doc_id: str, where: str) -> None:
+        """Take ``doc_id``, read at ``where``; :class:`DocumentError` naming both places when it was taken."""
+        first = self.where.get(doc_id)
+        if first is not None:
+            raise DocumentError(f"{where}: duplicate document id {doc_id!r} (first at {first})")
+        self.where[doc_id] = where
+
+    def claim_all(self, other: "UniqueIds") -> None:
+        """Take every id of ``other`` (read after these), in its order."""
+        for doc_id, where in other.where.items():
+            self.claim(doc_id, where)
+
+
+def iter_jsonl(path: str | Path | Span, ids: UniqueIds | None = None) -> Iterator[Document]:
+    """Yield documents from a JSONL file (or a span of one); raise :class:`DocumentError` naming file, line and id.
+    ``ids``: where the ids are claimed (a fresh :class:`UniqueIds` when not given)."""
+    ids = UniqueIds() if ids is None else ids
     for where, obj in iter_json_lines(path):
         doc = Document.from_dict(obj, where=where)
-        if doc.id in seen:
-            raise DocumentError(f"{where}: duplicate document id {doc.id!r}")
-        seen.add(doc.id)
+        ids.claim(doc.id, where)
         yield doc
 
 

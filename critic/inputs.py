@@ -29,17 +29,18 @@ import json
 import os
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from .document import Document, DocumentError, Section, _json_type, check_file, collector_paused, compression, \
-    is_pipe, iter_input_lines, iter_json_lines, iter_jsonl, read_input, uncompressed_name
+    UniqueIds, is_pipe, iter_input_lines, iter_json_lines, iter_jsonl, read_input, uncompressed_name
 from .registry import get_format, list_formats, register_format
+from .spans import Span
 from .terminal import path_text
 
 __all__ = ["InputOptions", "ReadReport", "InputFormat", "FORMAT_NAMES", "LM_EVAL_TEXTS", "iter_documents",
-           "read_documents", "detect_format", "split_sections"]
+           "read_documents", "LineInput", "SpanRead", "line_input", "detect_format", "split_sections"]
 
 BATCH_ROWS = 1024
 """Rows per record batch read from a Parquet file (it is never loaded whole)."""
@@ -107,6 +108,8 @@ class ReadReport:
     generated_ids: int = 0
     dropped_metadata: Counter[str] = field(default_factory=Counter)
     sectioned_by_headings: int = 0
+    unsplit_headings: int = 0
+    """Documents with Markdown headings read as one section (``--sections none``): :meth:`finish` warns of many."""
     warnings: list[str] = field(default_factory=list)
     skipped_documents: list[tuple[str, str]] | None = None
     """When a list (a consumer asked for it): each generation skipped since the consumer last emptied it, as
@@ -121,6 +124,29 @@ class ReadReport:
         self.examples.setdefault(reason, where)
         if doc_id is not None and self.skipped_documents is not None:
             self.skipped_documents.append((doc_id, reason))
+
+    def merge(self, part: "ReadReport") -> None:
+        """Add what the read of a later part of the same input (a :class:`LineInput` span's) counted."""
+        self.n_read += part.n_read
+        self.skipped.update(part.skipped)
+        for reason, where in part.examples.items():
+            self.examples.setdefault(reason, where)
+        self.generated_ids += part.generated_ids
+        self.dropped_metadata.update(part.dropped_metadata)
+        self.sectioned_by_headings += part.sectioned_by_headings
+        self.unsplit_headings += part.unsplit_headings
+
+    def finish(self) -> None:
+        """After the last document: :class:`DocumentError` when the input gave none (nothing to criticise), and a
+        warning when most documents were read whole under ``--sections none`` though they have Markdown headings
+        (not an error, as it is what was asked, but a section critic then sees one untitled section per document
+        and its verdict is meaningless)."""
+        if not self.n_read:
+            raise DocumentError(f"{self.path}: holds no documents" + (f"; {self.skips()}" if self.skipped else ""))
+        if self.unsplit_headings * 2 > self.n_read:
+            self.warnings.append(
+                f"{self.unsplit_headings} of {self.n_read} documents have Markdown headings but --sections none "
+                "reads each as one untitled section: use --sections auto or markdown")
 
     def skips(self) -> str:
         """``"skipped N: REASON (first at WHERE), ..."``, or ``""`` when nothing was skipped."""
@@ -229,14 +255,12 @@ def _is_json(value: Any) -> bool:
 
 
 class _Builder:
-    """Turns one input's generations into documents: skips empty text, makes and checks ids, counts
-    how the sections were found (:meth:`finish` turns the counts into the report's warnings)."""
+    """Turns one input's generations into documents: skips empty text, makes and claims ids (:attr:`ids`),
+    counts how the sections were found in the report."""
 
     def __init__(self, name: str, options: InputOptions, report: ReadReport) -> None:
         self.name, self.options, self.report = name, options, report
-        self.seen: dict[str, str] = {}
-        self.n_made = 0
-        self.n_unsplit_headings = 0  # documents with Markdown headings read as one section (--sections none)
+        self.ids = UniqueIds()
 
     def document(self, where: str, number: int | str, text: str, doc_id: str | None = None,
                  metadata: dict[str, Any] | None = None) -> Document | None:
@@ -250,28 +274,12 @@ class _Builder:
         if doc_id is None:
             doc_id = f"{self.name}:{number}"
             self.report.generated_ids += 1
-        if doc_id in self.seen:
-            raise DocumentError(f"{where}: duplicate document id {doc_id!r} (first at {self.seen[doc_id]})")
-        self.seen[doc_id] = where
-        self._count_sections(text, mode)
-        return Document(id=doc_id, sections=tuple(sections), metadata=metadata or {})
-
-    def _count_sections(self, text: str, mode: str) -> None:
-        """Count a document made: split at headings by ``auto``, or read whole with headings by ``none``."""
-        self.n_made += 1
+        self.ids.claim(doc_id, where)
         if self.options.sections == "auto" and mode == "markdown":
             self.report.sectioned_by_headings += 1
         elif self.options.sections == "none" and _has_titled_heading(text):
-            self.n_unsplit_headings += 1
-
-    def finish(self) -> None:
-        """After the last document: warn when most documents were read whole under ``--sections none``
-        though they have Markdown headings.  Not an error (it is what was asked), but a section critic
-        then sees one untitled section per document and its verdict is meaningless."""
-        if self.n_unsplit_headings * 2 > self.n_made:
-            self.report.warnings.append(
-                f"{self.n_unsplit_headings} of {self.n_made} documents have Markdown headings but --sections none "
-                "reads each as one untitled section: use --sections auto or markdown")
+            self.report.unsplit_headings += 1
+        return Document(id=doc_id, sections=tuple(sections), metadata=metadata or {})
 
     def record(self, where: str, number: int, record: Any) -> Document | None:
         """The document of one JSON object or Arrow row with the text and id fields of the options."""
@@ -343,11 +351,17 @@ class InputFormat:
       what it looks for when no format takes a record).
 
     A new format is a subclass registered with :func:`critic.registry.register_format` (a plugin's too); the
-    formats are tried in the order they were registered."""
+    formats are tried in the order they were registered.
+
+    ``line_records``: each line of a file is read on its own (no state from one line to the next), so a
+    :class:`~critic.spans.Span` of lines can be read by itself (:class:`LineInput`); :meth:`documents` is then
+    given a span as ``path`` too (it reads it with :func:`~critic.document.iter_input_lines` or
+    :func:`~critic.document.iter_json_lines`, and names it as its file)."""
 
     name: str
     help: str
     unit = "LINE"
+    line_records = False
     folder_files: tuple[str, ...] = ()
     folder_suffix: str | None = None
     suffixes: tuple[str, ...] = ()
@@ -372,6 +386,7 @@ class InputFormat:
 
 class DocumentsFormat(InputFormat):
     name = "documents"
+    line_records = True
     help = 'the project\'s document JSONL: {"id", "title", "sections": [{"title", "text"}], "metadata"}'
     suffixes = (".jsonl", ".json")
 
@@ -382,11 +397,12 @@ class DocumentsFormat(InputFormat):
         return "no 'sections' (documents)"
 
     def documents(self, path, options, build):
-        return iter_jsonl(path)  # documents carry their own sections: options.sections is for free text
+        return iter_jsonl(path, build.ids)  # documents carry their own sections: options.sections is for free text
 
 
 class TextJsonlFormat(InputFormat):
     name = "text-jsonl"
+    line_records = True
     help = "JSON lines, each an object with the generation in --text-field and its id in --id-field"
     suffixes = (".jsonl", ".json")
 
@@ -603,6 +619,7 @@ class TextDirFormat(InputFormat):
 
 class LinesFormat(InputFormat):
     name = "lines"
+    line_records = True
     help = "a text file, one generation a line (a blank line is an empty generation, skipped and counted)"
 
     def documents(self, path, options, build):
@@ -752,14 +769,66 @@ def iter_documents(path: str | Path, options: InputOptions = InputOptions(), *, 
     fmt = detect_format(path, options) if options.format == "auto" else options.format
     report = ReadReport() if report is None else report
     report.path, report.format = str(path), fmt
-    report.name = name if name is not None else path_text(path.name if path.is_dir() else uncompressed_name(path).stem)
+    report.name = name if name is not None else _input_name(path)
     build = _Builder(report.name, options, report)
     for doc in get_format(fmt).documents(path, options, build):
         report.n_read += 1
         yield doc
-    if not report.n_read:
-        raise DocumentError(f"{path}: holds no documents" + (f"; {report.skips()}" if report.skipped else ""))
-    build.finish()
+    report.finish()
+
+
+def _input_name(path: Path) -> str:
+    """What made-up ids are named by: a file's stem (less a compression suffix), or a folder's name."""
+    return path_text(path.name if path.is_dir() else uncompressed_name(path).stem)
+
+
+@dataclass(frozen=True)
+class SpanRead:
+    """What reading one span of a :class:`LineInput` gave: its documents, its part of the read's report (its
+    skipped generations listed in ``skipped_documents``) and the ids it claimed, for the reader of the whole to
+    check across spans (:meth:`ReadReport.merge`, :meth:`~critic.document.UniqueIds.claim_all`)."""
+
+    documents: list[Document]
+    report: ReadReport
+    ids: UniqueIds
+
+
+@dataclass(frozen=True)
+class LineInput:
+    """An input whose lines are read each on its own: a regular, uncompressed file of a format with
+    :attr:`InputFormat.line_records`.  A span of its lines (:func:`critic.spans.plan_spans`) is read anywhere
+    the file can be opened (:meth:`read`), so a stream is cut by newlines alone and each chunk read by whoever
+    scores it.  ``options.format`` is the format's name (told once, by :func:`line_input`)."""
+
+    path: str
+    options: InputOptions
+    name: str
+
+    def report(self) -> ReadReport:
+        """An empty report of a read of the whole input."""
+        return ReadReport(path=self.path, format=self.options.format, name=self.name)
+
+    def read(self, span: Span) -> SpanRead:
+        """The documents of ``span`` (a span of this file); :class:`DocumentError` as for the whole file."""
+        report = ReadReport(path=self.path, format=self.options.format, name=self.name, skipped_documents=[])
+        build = _Builder(self.name, self.options, report)
+        with collector_paused():
+            documents = list(get_format(self.options.format).documents(span, self.options, build))
+        report.n_read = len(documents)
+        return SpanRead(documents, report, build.ids)
+
+
+def line_input(path: str | Path, options: InputOptions = InputOptions(), *, name: str | None = None
+               ) -> LineInput | None:
+    """``path`` as a :class:`LineInput` when it is one (a regular file, not compressed, of a format with
+    :attr:`InputFormat.line_records`, ``auto`` telling it as :func:`iter_documents` would), else ``None``."""
+    path = Path(path)
+    if not path.is_file() or compression(path) is not None:
+        return None
+    fmt = detect_format(path, options) if options.format == "auto" else options.format
+    if not get_format(fmt).line_records:
+        return None
+    return LineInput(str(path), replace(options, format=fmt), name if name is not None else _input_name(path))
 
 
 def read_documents(path: str | Path, options: InputOptions = InputOptions(), *, name: str | None = None,

@@ -1,31 +1,42 @@
 """Scoring that streams: documents read, projected and written in chunks, resumable, shardable.
 
 ``critic score`` on a million generations must neither hold them in memory nor lose finished work when
-it is stopped.  :func:`score_stream` reads documents lazily (:func:`critic.inputs.iter_documents`), cuts
-them into **chunks of whole batches** -- a chunk closes when ``batches_per_chunk * batch_size`` of its
-documents pass :meth:`Critic.check` (about :data:`CHUNK_DOCUMENTS` by default) -- and scores each with
-:meth:`Critic.score` starting at its global batch index, so every Monte Carlo seed is the one an
-uninterrupted single call would use.  Each chunk's rows are appended to the output JSONL and fsynced,
-then a small progress file beside it (``OUT.progress.json``, written atomically) records the chunk's byte
-range, its SHA-256 and where the input stands.  A second run writing the same output stops at once
-(:func:`critic.io.output_lock`).
+it is stopped.  :func:`score_stream` cuts the input into **chunks of** ``batches_per_chunk * batch_size``
+**records** (about :data:`CHUNK_DOCUMENTS` by default; :func:`plan_chunks`):
+
+- a :class:`~critic.inputs.LineInput` (a plain file of JSON lines, or one generation a line) by its lines,
+  found by newlines alone (:func:`critic.spans.plan_spans`); each chunk's span of lines is read, parsed and
+  scored by whoever scores it (here, or a Dask worker), and what the reads counted and the ids they claimed are
+  merged and checked in order (a duplicate id across chunks is named with both places);
+- any other input by its documents and the generations its reader skipped, read here lazily
+  (:func:`critic.inputs.iter_documents`).
+
+Both cut the same chunks of the same file (a gzipped copy gives the plain file's bytes), blank lines of a JSON
+lines file aside, which count as lines.  A chunk holds at most ``batches_per_chunk`` batches of checked
+documents, and chunk ``c``'s k-th batch is seeded ``seed + c * batches_per_chunk + k``: where every document
+passes :meth:`Critic.check` these are the batches and Monte Carlo seeds of one :meth:`Critic.score` call over
+the whole input, and whatever is skipped, a chunk's numbers never depend on how or where the others are
+scored.  Each chunk's rows are appended to the output JSONL and fsynced, then a small progress file beside it
+(``OUT.progress.json``, written atomically) records the chunk's byte range, its SHA-256 and where the input
+stands.  A second run writing the same output stops at once (:func:`critic.io.output_lock`).
 
 - **Resume**: a rerun with the same settings truncates the output to the last recorded chunk (a chunk
   half-appended when the process died is dropped), skips the input already consumed and goes on; the
-  finished file is byte-identical to an uninterrupted run's.  Other settings (critic, the input's content by
-  SHA-256, seed, chunk size, shard) are refused with what differs, and a file at ``out`` that is not a
-  streamed output (no progress file) is never overwritten.
-- **Shards**: ``shard=(i, n)`` scores only the chunks ``c`` with ``c % n == i - 1`` (every shard reads the
-  input to cut the same chunks), under any launcher (a Slurm array, ``accelerate launch``, a loop);
-  :func:`merge_shards` puts the shards' chunks back in order: the same bytes as one serial run, after checking
-  each part's length and each chunk's SHA-256 against its progress file (a truncated or damaged part is named,
-  with the chunk).
+  finished file is byte-identical to an uninterrupted run's (the ids of a line input's new chunks are checked
+  against those written before).  Other settings (critic, the input's content by SHA-256, seed, chunk size,
+  shard, what a chunk counts) are refused with what differs, and a file at ``out`` that is not a streamed
+  output (no progress file) is never overwritten.
+- **Shards**: ``shard=(i, n)`` scores only the chunks ``c`` with ``c % n == i - 1`` (a line input's other
+  chunks are not even read; any other input is read whole to cut the same chunks), under any launcher (a Slurm
+  array, ``accelerate launch``, a loop); :func:`merge_shards` puts the shards' chunks back in order: the same
+  bytes as one serial run, after checking each part's length and each chunk's SHA-256 against its progress file
+  (a truncated or damaged part is named, with the chunk) and the ids across the parts of a line input.
 
 Rows are those of ``critic score``: ``{"id", "latent_nll", "latent_steps", "latent_nll_per_step",
 "unknown"[, "latent_nll_stderr", "estimator"]}`` for a scored document, ``{"id", "skipped"}`` for one that
 could not be (in the order :meth:`Critic.score` gives: scored first, then skipped, per chunk), and for each
 generation the reader skipped (an empty text) where it was read, ``{"id", "skipped", "read": false}``, after
-its chunk's rows (``read_skips``: the reader's :attr:`~critic.inputs.ReadReport.skipped_documents`).
+its chunk's rows (the reader's :attr:`~critic.inputs.ReadReport.skipped_documents`).
 """
 
 from __future__ import annotations
@@ -35,12 +46,14 @@ import gc
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence, Union
 
 from .critic import Critic, Scores
-from .document import Document, DocumentError
+from .document import Document, DocumentError, UniqueIds
+from .inputs import LineInput, ReadReport
+from .spans import Span, plan_spans
 from .io import atomic_open, atomic_write_text, output_lock, sha256_bytes, sha256_file
 from .terminal import json_line
 
@@ -92,91 +105,144 @@ def skipped_rows(skipped: Sequence[tuple[str, str]]) -> bytes:
                    for doc_id, reason in skipped).encode("utf-8")
 
 
-def _chunks(critic: Critic, docs: Iterable[Document], kept_per_chunk: int,
-            read_skips: list[tuple[str, str]] | None = None
-            ) -> Iterator[tuple[int, list[Document], list[tuple[str, str]], int]]:
-    """``(records read so far, chunk, the generations the reader skipped in it, how many of it pass the check)``:
-    consecutive documents, each chunk closing when ``kept_per_chunk`` of them pass :meth:`Critic.check` (the
-    last one may hold fewer, or only skipped generations).  ``read_skips``: the reader's list of skipped
-    generations, emptied into the chunk being read."""
+def _records(docs: Iterable[Document], read_skips: list[tuple[str, str]] | None) -> Iterator[Document | tuple]:
+    """The records of ``docs`` in the order they were read: each document, and before it the generations the
+    reader skipped since the last one (``(id, reason)`` each, taken out of ``read_skips``, the reader's list)."""
+    read_skips = read_skips if read_skips is not None else []
+    for doc in docs:
+        taken = read_skips[:]
+        read_skips.clear()
+        yield from taken
+        yield doc
+    yield from read_skips[:]
+    read_skips.clear()
+
+
+def _chunks(docs: Iterable[Document], records: int, read_skips: list[tuple[str, str]] | None = None
+            ) -> Iterator[tuple[int, list[Document], list[tuple[str, str]]]]:
+    """``(records read so far, chunk, the generations the reader skipped in it)``: consecutive records
+    (:func:`_records`), ``records`` a chunk (the last one may hold fewer), as the spans of a
+    :class:`~critic.inputs.LineInput` cut its lines."""
     chunk: list[Document] = []
     skipped: list[tuple[str, str]] = []
-    kept = read = 0
-
-    def take_skips() -> int:
-        taken = len(read_skips or ())
-        if taken:
-            skipped.extend(read_skips)
-            read_skips.clear()
-        return taken
-
-    for doc in docs:
-        read += take_skips() + 1
-        chunk.append(doc)
-        kept += critic.check(doc) is None
-        if kept == kept_per_chunk:
-            yield read, chunk, skipped, kept
-            chunk, skipped, kept = [], [], 0
-    read += take_skips()
+    read = 0
+    for record in _records(docs, read_skips):
+        read += 1
+        (chunk if isinstance(record, Document) else skipped).append(record)
+        if len(chunk) + len(skipped) == records:
+            yield read, chunk, skipped
+            chunk, skipped = [], []
     if chunk or skipped:
-        yield read, chunk, skipped, kept
+        yield read, chunk, skipped
+
+
+Documents = Union[Iterable[Document], LineInput]
+"""What a stream scores: documents read by the caller, or a :class:`~critic.inputs.LineInput` whose spans of
+lines are read by whoever scores them."""
 
 
 @dataclass
 class Chunk:
-    """One chunk of the input: its index, the records read up to its end (documents and skipped generations), its
-    documents, the global index of its first batch of checked documents (its Monte Carlo seed offset), whether
-    this run scores it (``todo``: of this shard and not written yet) and the generations the reader skipped in
-    it (``(id, reason)``)."""
+    """One chunk of the input: its index, the records read up to its end (lines of a
+    :class:`~critic.inputs.LineInput`; else documents and skipped generations), the global index of its first
+    batch (its Monte Carlo seed offset), whether this run scores it (``todo``: of this shard and not written
+    yet), and what it holds: the ``span`` of lines that whoever scores it reads, or its ``docs`` with the
+    generations the reader skipped among them (``read_skips``, ``(id, reason)`` each)."""
 
     index: int
     read: int
-    docs: list[Document]
     first_batch: int
     todo: bool
-    read_skips: list[tuple[str, str]]
+    docs: list[Document] = field(default_factory=list)
+    read_skips: list[tuple[str, str]] = field(default_factory=list)
+    span: Span | None = None
 
 
-def plan_chunks(critic: Critic, docs: Iterable[Document], *, batches_per_chunk: int | None = None,
+@dataclass
+class ChunkOutput:
+    """A scored chunk: its output (UTF-8 JSON lines: the scored documents, those the check skipped, then the
+    generations the reader skipped), how many documents it held and, for a span, what its read counted and the
+    ids it claimed (the reader of the whole merges them: :meth:`~critic.inputs.ReadReport.merge`,
+    :meth:`~critic.document.UniqueIds.claim_all`)."""
+
+    data: bytes
+    documents: int
+    report: ReadReport | None = None
+    ids: UniqueIds | None = None
+
+
+def plan_chunks(critic: Critic, docs: Documents, *, batches_per_chunk: int | None = None,
                 shard: tuple[int, int] = (1, 1), done: int = 0, read_skips: list[tuple[str, str]] | None = None
                 ) -> Iterator[Chunk]:
-    """The chunks of ``docs`` (see the module docstring); a chunk is ``todo`` when it is of this ``shard`` and
-    ends after the first ``done`` records (those are written already)."""
-    batches = 0
-    per_chunk = chunk_batches(critic, batches_per_chunk) * critic.batch_size
-    for index, (read, chunk, skipped, kept) in enumerate(_chunks(critic, docs, per_chunk, read_skips)):
-        yield Chunk(index, read, chunk, batches, read > done and index % shard[1] == shard[0] - 1, skipped)
-        batches += -(-kept // critic.batch_size)
+    """The chunks of ``docs`` (see the module docstring), ``chunk_batches * batch_size`` records each: lines of a
+    :class:`~critic.inputs.LineInput` (found by :func:`critic.spans.plan_spans`, nothing parsed), else documents
+    and skipped generations (``read_skips``: see :func:`_chunks`).  A chunk holds at most that many documents, so
+    at most ``chunk_batches`` batches: chunk ``c``'s k-th batch is the stream's ``c * chunk_batches + k``-th.  A
+    chunk is ``todo`` when it is of this ``shard`` and ends after the first ``done`` records."""
+    batches = chunk_batches(critic, batches_per_chunk)
+    records = batches * critic.batch_size
+
+    def todo(index: int, read: int) -> bool:
+        return read > done and index % shard[1] == shard[0] - 1
+
+    if isinstance(docs, LineInput):
+        for index, span in enumerate(plan_spans(docs.path, records)):
+            yield Chunk(index, span.last_line, index * batches, todo(index, span.last_line), span=span)
+        return
+    for index, (read, chunk, skipped) in enumerate(_chunks(docs, records, read_skips)):
+        yield Chunk(index, read, index * batches, todo(index, read), chunk, skipped)
 
 
-def score_chunk(critic: Critic, docs: Sequence[Document], *, seed: int, first_batch: int) -> bytes:
-    """A chunk's output: its rows as UTF-8 JSON lines (none for no document)."""
-    if not docs:
-        return b""
-    rows = score_rows(critic.score(docs, seed=seed, first_batch=first_batch))
-    return "".join(json_line(row) for row in rows).encode("utf-8")
+def score_chunk(critic: Critic, chunk: Chunk, *, seed: int, lines: LineInput | None = None) -> ChunkOutput:
+    """Score one chunk: its documents (read from ``lines`` for a span),
+    batch ``k`` seeded ``seed + chunk.first_batch + k``."""
+    docs, skips, report, ids = chunk.docs, chunk.read_skips, None, None
+    if chunk.span is not None:
+        read = lines.read(chunk.span)
+        docs, skips, report, ids = read.documents, read.report.skipped_documents, read.report, read.ids
+        report.skipped_documents = None  # they are rows of the output
+    rows = score_rows(critic.score(docs, seed=seed, first_batch=chunk.first_batch)) if docs else []
+    return ChunkOutput("".join(json_line(row) for row in rows).encode("utf-8") + skipped_rows(skips), len(docs),
+                       report, ids)
 
 
-Scorer = Callable[[Iterable[Chunk]], Iterator[tuple[Chunk, "bytes | None"]]]
+Scorer = Callable[[Iterable[Chunk]], Iterator[tuple[Chunk, "ChunkOutput | None"]]]
 """Scores planned chunks elsewhere (:func:`critic.distributed.dask_scorer`), yielding them in order with
 their output (``None`` for a chunk that is not ``todo``)."""
 
 
-def scored_chunks(critic: Critic, docs: Iterable[Document], *, seed: int = 0, batches_per_chunk: int | None = None,
+def scored_chunks(critic: Critic, docs: Documents, *, seed: int = 0, batches_per_chunk: int | None = None,
                   shard: tuple[int, int] = (1, 1), done: int = 0, scorer: Scorer | None = None,
-                  read_skips: list[tuple[str, str]] | None = None) -> Iterator[tuple[Chunk, bytes | None]]:
+                  report: ReadReport | None = None, ids: UniqueIds | None = None
+                  ) -> Iterator[tuple[Chunk, ChunkOutput | None]]:
     """Each chunk of ``docs`` in order with its output (``None`` when not ``todo``), scored here or by
-    ``scorer``, the rows of the generations the reader skipped in it after its own (``read_skips``: the
-    reader's list of them, see :func:`_chunks`).  The k-th batch of checked documents is seeded ``seed + k``,
-    as in one :meth:`Critic.score`."""
+    ``scorer``.  ``report``: the read's report -- for documents, the one their reader fills (its skipped
+    generations become rows); for a :class:`~critic.inputs.LineInput`, each span's part is merged into it and it
+    is finished after the last chunk.  Chunks of skipped generations alone are held back until a document is
+    scored (an input that holds none fails its read and writes nothing).  ``ids``: the ids of the spans read before (a resumed run's), against which
+    each span's are checked in order (a duplicate is a :class:`~critic.document.DocumentError` before its chunk
+    is yielded)."""
+    lines = docs if isinstance(docs, LineInput) else None
+    report = report if report is not None else lines.report() if lines else ReadReport()
+    ids = UniqueIds() if ids is None else ids
     plans = plan_chunks(critic, docs, batches_per_chunk=batches_per_chunk, shard=shard, done=done,
-                        read_skips=read_skips)
+                        read_skips=None if lines else report.skipped_documents)
     scored = (scorer(plans) if scorer is not None else
-              ((chunk, score_chunk(critic, chunk.docs, seed=seed, first_batch=chunk.first_batch)
-                if chunk.todo else None) for chunk in plans))
+              ((chunk, score_chunk(critic, chunk, seed=seed, lines=lines) if chunk.todo else None)
+               for chunk in plans))
+    held: list[tuple[Chunk, ChunkOutput | None]] = []  # chunks of skipped generations before any document
     with fewer_collections():
-        for chunk, data in scored:
-            yield chunk, None if data is None else data + skipped_rows(chunk.read_skips)
+        for chunk, output in scored:
+            if output is not None and output.report is not None:
+                ids.claim_all(output.ids)
+                report.merge(output.report)
+            held.append((chunk, output))
+            if output is None or output.documents:  # an input without documents writes nothing (its read fails)
+                yield from held
+                held.clear()
+    if lines and shard == (1, 1) and not done:
+        report.finish()
+    yield from held
 
 
 GC_THRESHOLD = 100_000
@@ -203,11 +269,14 @@ def fewer_collections(threshold: int = GC_THRESHOLD):
         gc.unfreeze()
 
 
-def _settings(critic: Critic, source: str | Path, seed: int, batches_per_chunk: int, shard: tuple[int, int]) -> dict:
+def _settings(critic: Critic, source: str | Path, seed: int, batches_per_chunk: int, shard: tuple[int, int],
+              records: str) -> dict:
     """What a resumed run must share with the run it continues: the critic, the input by its content (SHA-256 of
-    its bytes, or of a folder's files, not its path, size and time), seed, chunk size and shard."""
+    its bytes, or of a folder's files, not its path, size and time), seed, chunk size, shard and what a chunk
+    counts (``records``: ``lines`` of a :class:`~critic.inputs.LineInput`, else ``documents``)."""
     return {"critic": critic.state_sha256(), "input": str(source), "input_sha256": _content_sha256(Path(source)),
-            "seed": seed, "chunk_batches": batches_per_chunk, "batch_size": critic.batch_size, "shard": list(shard)}
+            "seed": seed, "chunk_batches": batches_per_chunk, "batch_size": critic.batch_size, "shard": list(shard),
+            "records": records}
 
 
 def _content_sha256(source: Path) -> str:
@@ -267,25 +336,27 @@ def _check_chunks(out: Path, chunks: Sequence[dict]) -> None:
                                  f"what was written (SHA-256); remove it and {progress_path(out).name} to start again")
 
 
-def score_stream(critic: Critic, docs: Iterable[Document], out: str | Path, *, source: str | Path, seed: int = 0,
+def score_stream(critic: Critic, docs: Documents, out: str | Path, *, source: str | Path, seed: int = 0,
                  batches_per_chunk: int | None = None, shard: tuple[int, int] = (1, 1), progress: bool = False,
-                 scorer: Scorer | None = None, read_skips: list[tuple[str, str]] | None = None) -> dict:
-    """Score ``docs`` (read lazily from ``source``) into ``out`` chunk by chunk, here or with ``scorer`` (the
-    same bytes either way); resumes an earlier run with the same settings (see the module docstring).
+                 scorer: Scorer | None = None, report: ReadReport | None = None) -> dict:
+    """Score ``docs`` (documents read lazily from ``source``, or ``source`` as a :class:`~critic.inputs.LineInput`)
+    into ``out`` chunk by chunk, here or with ``scorer`` (the same bytes either way); resumes an earlier run with
+    the same settings (see the module docstring).  ``report``: the read's report (see :func:`scored_chunks`).
     ``out`` is made when the first chunk is written (a read that fails before leaves no file).
     Returns the finished progress record."""
     out = Path(out)
     with output_lock(out):  # a second run writing the same output would append every chunk again
         return _score_stream(critic, docs, out, source=source, seed=seed, batches_per_chunk=batches_per_chunk,
-                             shard=shard, progress=progress, scorer=scorer, read_skips=read_skips)
+                             shard=shard, progress=progress, scorer=scorer, report=report)
 
 
-def _score_stream(critic: Critic, docs: Iterable[Document], out: Path, *, source: str | Path, seed: int,
+def _score_stream(critic: Critic, docs: Documents, out: Path, *, source: str | Path, seed: int,
                   batches_per_chunk: int | None, shard: tuple[int, int], progress: bool, scorer: Scorer | None,
-                  read_skips: list[tuple[str, str]] | None) -> dict:
+                  report: ReadReport | None) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     batches_per_chunk = chunk_batches(critic, batches_per_chunk)
-    settings = _settings(critic, source, seed, batches_per_chunk, shard)
+    lines = isinstance(docs, LineInput)
+    settings = _settings(critic, source, seed, batches_per_chunk, shard, "lines" if lines else "documents")
     state = _resume(out, settings)
     if state["complete"]:
         return state
@@ -293,34 +364,57 @@ def _score_stream(critic: Critic, docs: Iterable[Document], out: Path, *, source
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(desc=f"{critic.name}: scoring", unit="doc", initial=state["read"])
+        bar = tqdm(desc=f"{critic.name}: scoring", unit="line" if lines else "doc", initial=state["read"])
+    ids = _written_ids(out, state["chunks"]) if lines else None
     total = 0
     with contextlib.ExitStack() as stack:
         fh = None
-        for chunk, data in scored_chunks(critic, docs, seed=seed, batches_per_chunk=batches_per_chunk,
-                                         shard=shard, done=state["read"], scorer=scorer, read_skips=read_skips):
-            index, read, size = chunk.index, chunk.read, len(chunk.docs)
-            total = index + 1
-            if data is not None:
+        for chunk, output in scored_chunks(critic, docs, seed=seed, batches_per_chunk=batches_per_chunk,
+                                           shard=shard, done=state["read"], scorer=scorer, report=report, ids=ids):
+            total = chunk.index + 1
+            if output is not None:
+                data = output.data
                 fh = fh or stack.enter_context(open(out, "ab"))
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
-                state["chunks"].append({"index": index, "start": state["bytes"], "end": state["bytes"] + len(data),
-                                        "documents": size, "sha256": sha256_bytes(data)})
+                state["chunks"].append({"index": chunk.index, "start": state["bytes"],
+                                        "end": state["bytes"] + len(data), "documents": output.documents,
+                                        "sha256": sha256_bytes(data)})
                 state["bytes"] += len(data)
-            if read > state["read"]:
-                state["read"] = read
-                if data is not None:
-                    atomic_write_text(progress_path(out), json.dumps(state) + "\n")
+            if chunk.read > state["read"]:
                 if bar is not None:
-                    bar.update(size)
+                    bar.update(chunk.read - state["read"])
+                state["read"] = chunk.read
+                if output is not None:
+                    atomic_write_text(progress_path(out), json.dumps(state) + "\n")
     state.update(complete=True, chunks_total=total)
     out.touch()  # a shard with no chunk of its own is an empty part
     atomic_write_text(progress_path(out), json.dumps(state) + "\n")
     if bar is not None:
         bar.close()
     return state
+
+
+def _written_ids(out: Path, chunks: Sequence[dict]) -> UniqueIds:
+    """The ids of the documents in ``out``'s recorded ``chunks``, claimed where they were written: a resumed run
+    checks the spans it reads against them."""
+    ids = UniqueIds()
+    if chunks:
+        with open(out, "rb") as fh:
+            for chunk in chunks:
+                fh.seek(chunk["start"])
+                _claim_rows(ids, fh.read(chunk["end"] - chunk["start"]), f"{out}, chunk {chunk['index']}")
+    return ids
+
+
+def _claim_rows(ids: UniqueIds, data: bytes, where: str) -> None:
+    """Claim the id of every document among the output rows ``data`` (not those of generations the reader
+    skipped, which have none of their own to check) as read at ``where``."""
+    for line in data.splitlines():
+        row = json.loads(line)
+        if row.get("read", True):
+            ids.claim(row["id"], where)
 
 
 def _check_merge_output(out: Path, parts: Sequence[Path]) -> None:
@@ -385,6 +479,7 @@ def _merge_shards(parts: Sequence[str | Path], out: Path) -> dict:
                              "truncated; rerun its critic score from scratch")
     merged = {"settings": {**states[0][1]["settings"], "shard": [1, 1]}, "chunks": [], "bytes": 0,
               "read": max(state["read"] for _, state in states), "complete": True, "chunks_total": total}
+    lines, ids = first.get("records") == "lines", UniqueIds()
     with atomic_open(out, "wb") as dst:
         for index in range(total):
             part, chunk = located[index]
@@ -394,6 +489,8 @@ def _merge_shards(parts: Sequence[str | Path], out: Path) -> dict:
             if "sha256" in chunk and sha256_bytes(data) != chunk["sha256"]:
                 raise ValueError(f"{part}: chunk {index} (bytes {chunk['start']}..{chunk['end']}) differs from what "
                                  "was written (SHA-256); rerun its critic score from scratch")
+            if lines:  # each shard read its own spans: the ids are checked across them here
+                _claim_rows(ids, data, f"{part}, chunk {index}")
             dst.write(data)
             merged["chunks"].append({**chunk, "start": merged["bytes"], "end": merged["bytes"] + len(data)})
             merged["bytes"] += len(data)

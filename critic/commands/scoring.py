@@ -14,7 +14,7 @@ __all__ = ["cmd_score", "cmd_merge", "add_score", "add_merge"]
 
 def cmd_score(args) -> int:
     from ..critic import Critic
-    from ..inputs import ReadReport, iter_documents
+    from ..inputs import ReadReport, iter_documents, line_input
     from ..streaming import parse_shard, score_stream, scored_chunks
 
     critic = Critic.load(args.critic_dir, device=args.device)
@@ -23,25 +23,28 @@ def cmd_score(args) -> int:
         raise ValueError("--shard writes a part for critic merge: give --out FILE")
     if (args.workers or args.scheduler) and not args.out:
         raise ValueError("--workers / --scheduler write chunks as they finish: give --out FILE")
-    read = ReadReport(skipped_documents=[])  # each generation the reader skips gets a row
-    docs = iter_documents(args.input, input_options(args), report=read)
+    options = input_options(args)
+    lines = line_input(args.input, options)  # read in spans of lines by whoever scores them
+    read = lines.report() if lines else ReadReport(skipped_documents=[])  # each skipped generation gets a row
+    docs = lines or iter_documents(args.input, options, report=read)
     if args.out:
         with _dask_client(args) as client:
             scorer = None
             if client is not None:
                 from ..distributed import dask_scorer
 
-                scorer = dask_scorer(client, args.critic_dir, critic, seed=args.seed)
+                scorer = dask_scorer(client, args.critic_dir, critic, seed=args.seed, lines=lines)
             state = score_stream(critic, docs, args.out, source=args.input, seed=args.seed,
                                  batches_per_chunk=args.chunk_batches, shard=shard, progress=True, scorer=scorer,
-                                 read_skips=read.skipped_documents)
-        print(f"scored {len(state['chunks'])} of {state['chunks_total']} chunks ({state['read']} documents read) "
-              f"into {args.out}" + (f" (shard {shard[0]}/{shard[1]}: critic merge puts the parts together)"
-                                    if shard != (1, 1) else ""), file=sys.stderr)
+                                 report=read)
+        scored = sum(chunk["documents"] for chunk in state["chunks"])
+        print(f"scored {len(state['chunks'])} of {state['chunks_total']} chunks ({scored} documents) into "
+              f"{args.out}" + (f" (shard {shard[0]}/{shard[1]}: critic merge puts the parts together)"
+                               if shard != (1, 1) else ""), file=sys.stderr)
     else:
-        for _, data in scored_chunks(critic, docs, seed=args.seed, batches_per_chunk=args.chunk_batches,
-                                     read_skips=read.skipped_documents):
-            sys.stdout.write(data.decode("utf-8"))
+        for _, output in scored_chunks(critic, docs, seed=args.seed, batches_per_chunk=args.chunk_batches,
+                                       report=read):
+            sys.stdout.write(output.data.decode("utf-8"))
             sys.stdout.flush()
     if read.worth_saying():
         print(f"critic: {read.summary()}", file=sys.stderr)

@@ -11,7 +11,9 @@ Every figure comes from ``critic`` commands run as child processes (their peak r
   train split of ``experiments/manpages/sections.toml`` repeated; each copy perturbed by a seeded draw:
   sections shuffled, one dropped or one repeated; section texts cut to 200 characters, which the section
   critic does not read), serially and with ``--workers N`` on an embedded Dask cluster: documents/s, the
-  ratio, peak RSS, and whether the Dask output is the serial bytes;
+  ratio, peak RSS, whether the Dask output is the serial bytes, and the Dask client's own CPU seconds per chunk
+  (it only finds the input's newlines, sends each worker a span and writes the rows back), against a chunk's
+  scoring time in one process: the number of workers one client keeps busy on a cluster;
 * **comparison statistics at --documents vs --documents**: the bootstrap CIs of both sets and the
   comparison (:func:`critic.criticism.compare`: two permutation tests and two difference CIs, 2,000
   permutations and 1,000 resamples) on the scored rows of the serial run against a second, more perturbed
@@ -75,9 +77,9 @@ def write_documents(docs: Iterator[Document], path: Path) -> int:
     return count
 
 
-def run_measured(cmd: Sequence[str], *, env: dict | None = None) -> tuple[float, int]:
-    """Run ``cmd``; its wall seconds and peak RSS in bytes (the largest of it and its waited-for children).
-    RuntimeError with its stderr when it fails."""
+def run_measured(cmd: Sequence[str], *, env: dict | None = None, stderr: bool = False) -> tuple:
+    """Run ``cmd``; its wall seconds and peak RSS in bytes (the largest of it and its waited-for children), and its
+    stderr when ``stderr``.  RuntimeError with its stderr when it fails."""
     with tempfile.TemporaryFile() as stderr:  # a file, not a pipe: a chatty child never blocks on a full pipe
         start = time.perf_counter()
         proc = subprocess.Popen(list(cmd), stdout=subprocess.DEVNULL, stderr=stderr, env=env)
@@ -87,16 +89,28 @@ def run_measured(cmd: Sequence[str], *, env: dict | None = None) -> tuple[float,
         err = stderr.read().decode("utf-8", "replace")
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{err[-3000:]}")
-    return seconds, usage.ru_maxrss * 1024
+    return (seconds, usage.ru_maxrss * 1024) + ((err,) if stderr else ())
 
 
-def _score(critic_dir: Path, source: Path, out: Path, workers: int = 0) -> tuple[float, int]:
+CLIENT = [sys.executable, "-c", "import resource, sys; from critic.cli import main; code = main(sys.argv[1:]); "
+          "usage = resource.getrusage(resource.RUSAGE_SELF); "
+          "print(f'client CPU {usage.ru_utime + usage.ru_stime}', file=sys.stderr); sys.exit(code)"]
+"""``critic`` that says on its last line of stderr the CPU seconds of its own process (its threads, not the
+worker processes it starts)."""
+
+
+def _score(critic_dir: Path, source: Path, out: Path, workers: int = 0) -> dict:
+    """``critic score`` of ``source`` into ``out`` (here, or on ``workers`` Dask workers): its wall seconds, peak
+    RSS, the client's own CPU seconds and the chunks it wrote."""
     out.unlink(missing_ok=True)
     out.with_name(out.name + ".progress.json").unlink(missing_ok=True)
     extra = ["--workers", str(workers)] if workers else []
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")]))
-    return run_measured([*CRITIC, "score", str(critic_dir), "--input", str(source), "--out", str(out),
-                         "--threads", "1", *extra], env=env)
+    seconds, rss, err = run_measured([*CLIENT, "score", str(critic_dir), "--input", str(source), "--out", str(out),
+                                      "--threads", "1", *extra], env=env, stderr=True)
+    cpu = float(err.strip().splitlines()[-1].removeprefix("client CPU "))
+    chunks = json.loads(out.with_name(out.name + ".progress.json").read_text())["chunks_total"]
+    return {"seconds": seconds, "peak_rss": rss, "client_cpu": cpu, "chunks": chunks}
 
 
 def statistics_child(reference: str, candidate: str) -> None:
@@ -140,12 +154,12 @@ def _sections(args, tmp: Path) -> dict:
         inputs[label] = tmp / f"{label}.jsonl"
         write_documents(perturbed_copies(train, n, seed=seed, strength=strength), inputs[label])
     for label in ("small", "large"):
-        seconds, rss = _score(critic_dir, inputs[label], tmp / f"{label}.serial.jsonl")
+        run = _score(critic_dir, inputs[label], tmp / f"{label}.serial.jsonl")
         n = args.small if label == "small" else args.documents
-        result[f"serial_{label}"] = {"documents": n, "seconds": seconds, "docs_per_s": n / seconds, "peak_rss": rss}
-    seconds, rss = _score(critic_dir, inputs["large"], tmp / "large.dask.jsonl", workers=args.workers)
-    result["dask_large"] = {"documents": args.documents, "workers": args.workers, "seconds": seconds,
-                            "docs_per_s": args.documents / seconds, "peak_rss": rss,
+        result[f"serial_{label}"] = {"documents": n, "docs_per_s": n / run["seconds"], **run}
+    run = _score(critic_dir, inputs["large"], tmp / "large.dask.jsonl", workers=args.workers)
+    result["dask_large"] = {"documents": args.documents, "workers": args.workers,
+                            "docs_per_s": args.documents / run["seconds"], **run,
                             "identical": sha256_file(tmp / "large.dask.jsonl") == sha256_file(tmp / "large.serial.jsonl")}
     _score(critic_dir, inputs["candidate"], tmp / "candidate.serial.jsonl")
     out = tmp / "statistics.json"
@@ -184,8 +198,8 @@ def _coref(args, tmp: Path) -> dict:
     write_documents(iter(scored), source)
     result = {"documents": len(scored)}
     for label, workers in (("serial", 0), ("dask", args.workers)):
-        seconds, rss = _score(critic_dir, source, tmp / f"coref.{label}.jsonl", workers=workers)
-        result[label] = {"seconds": seconds, "docs_per_s": len(scored) / seconds, "peak_rss": rss}
+        run = _score(critic_dir, source, tmp / f"coref.{label}.jsonl", workers=workers)
+        result[label] = {"docs_per_s": len(scored) / run["seconds"], **run}
     result["identical"] = sha256_file(tmp / "coref.serial.jsonl") == sha256_file(tmp / "coref.dask.jsonl")
     return result
 
@@ -201,10 +215,14 @@ def report(result: dict) -> None:
         r = s[key]
         print(f"  serial      {r['documents']:>9,} documents  {r['seconds']:8.1f} s  {r['docs_per_s']:>9,.0f} docs/s  "
               f"peak RSS {_mb(r['peak_rss'])}")
-    d = s["dask_large"]
+    d, serial = s["dask_large"], s["serial_large"]
     print(f"  {d['workers']} workers   {d['documents']:>9,} documents  {d['seconds']:8.1f} s  {d['docs_per_s']:>9,.0f} "
           f"docs/s  peak RSS {_mb(d['peak_rss'])} (any process)  ratio to serial "
-          f"{d['docs_per_s'] / s['serial_large']['docs_per_s']:.2f}x  output identical: {d['identical']}")
+          f"{d['docs_per_s'] / serial['docs_per_s']:.2f}x  output identical: {d['identical']}")
+    per_chunk = d["client_cpu"] / d["chunks"]
+    print(f"  the Dask client's own CPU: {d['client_cpu']:.1f} s for {d['chunks']:,} chunks ({per_chunk * 1000:.0f} ms a "
+          f"chunk, start-up included); one process scores a chunk in {serial['seconds'] / serial['chunks']:.2f} s, so "
+          f"one client keeps about {serial['seconds'] / serial['chunks'] / per_chunk:.0f} workers busy")
     st = s["statistics"]
     print(f"  statistics {st['n'][0]:,} vs {st['n'][1]:,} documents (2 set CIs + comparison; 1,000 resamples, "
           f"2,000 permutations): {st['seconds']:.1f} s, peak RSS {_mb(st['peak_rss'])}; "

@@ -60,6 +60,27 @@ def test_a_cluster_writes_the_serial_run_s_bytes_shards_too(cluster, job):
     assert (tmp / "merged.jsonl").read_bytes() == serial
 
 
+def test_workers_that_read_their_own_spans_write_the_serial_run_s_bytes(cluster, job):
+    """The input as a LineInput: the client sends each worker a span of lines (no documents) and gets back its
+    rows, what its read counted and its ids: the bytes and the report of the serial run, shards too."""
+    from critic.distributed import dask_scorer
+    from critic.inputs import ReadReport, iter_documents, line_input
+
+    tmp, critic, docs, path, serial = job
+    lines = line_input(path)
+    scorer = dask_scorer(cluster, tmp / "critic", critic, seed=0, lines=lines, window=2)
+    report = lines.report()
+    state = score_stream(critic, lines, tmp / "spans.jsonl", source=path, scorer=scorer, report=report)
+    assert (tmp / "spans.jsonl").read_bytes() == serial and state["read"] == len(docs) and len(state["chunks"]) == 4
+    whole = ReadReport()
+    list(iter_documents(path, report=whole))
+    assert report.to_dict() == whole.to_dict()
+    for i in (1, 2):
+        score_stream(critic, lines, tmp / f"s{i}.jsonl", source=path, shard=(i, 2), scorer=scorer)
+    merge_shards([tmp / "s1.jsonl", tmp / "s2.jsonl"], tmp / "s.jsonl")
+    assert (tmp / "s.jsonl").read_bytes() == serial
+
+
 def test_a_run_stopped_on_the_cluster_resumes_to_the_same_bytes(cluster, job):
     from critic.distributed import dask_scorer
 
@@ -89,7 +110,7 @@ def test_a_worker_that_loads_another_critic_refuses(cluster, job):
     assert other.state_sha256() != critic.state_sha256()
     scorer = dask_scorer(cluster, tmp / "critic", other, seed=0)
     with pytest.raises(Exception, match=r"the critic a worker loads .* is not the client's"):
-        list(scorer([Chunk(0, 3, docs[:3], 0, True, [])]))
+        list(scorer([Chunk(0, 3, 0, True, docs[:3])]))
 
 
 def test_the_command_runs_on_an_embedded_cluster(job, tmp_path, capsys):
@@ -102,22 +123,27 @@ def test_the_command_runs_on_an_embedded_cluster(job, tmp_path, capsys):
     assert "--workers / --scheduler write chunks as they finish: give --out FILE" in capsys.readouterr().err
 
 
-def test_a_worker_killed_mid_chunk_is_retried_and_nothing_is_lost_or_doubled(cluster, job):
-    """SIGKILL the worker process that is scoring a chunk: the nanny restarts it, the task is retried, and the
-    output is still the serial run's bytes (every document once)."""
+@pytest.mark.parametrize("reader", ["documents", "lines"])
+def test_a_worker_killed_mid_chunk_is_retried_and_nothing_is_lost_or_doubled(cluster, job, reader):
+    """SIGKILL the worker process that is scoring a chunk (its documents sent to it, or its span read there): the
+    nanny restarts it, the task is retried, and the output is still the serial run's bytes (every document
+    once)."""
     import signal
     import threading
     import time
 
     from critic.distributed import dask_scorer
 
+    from critic.inputs import line_input
+
     tmp, critic, docs, path, serial = job
-    out, errors = tmp / "killed.jsonl", []
+    out, errors = tmp / f"killed-{reader}.jsonl", []
+    lines = line_input(path) if reader == "lines" else None
 
     def run():
         try:
-            score_stream(critic, docs, out, source=path, scorer=dask_scorer(cluster, tmp / "critic", critic, seed=0,
-                                                                           window=1))
+            score_stream(critic, lines or docs, out, source=path,
+                         scorer=dask_scorer(cluster, tmp / "critic", critic, seed=0, lines=lines, window=1))
         except Exception as exc:  # reported below
             errors.append(exc)
 

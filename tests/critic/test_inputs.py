@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -843,3 +844,71 @@ def test_a_built_in_format_is_told_without_importing_a_plugin(tmp_path, monkeypa
     (tmp_path / "g.csv").write_text("x\n")
     with pytest.raises(AssertionError, match="plugins imported"):  # unknown to the built-ins: the plugins are asked
         detect_format(tmp_path / "g.csv")
+
+
+def test_a_line_input_read_span_by_span_gives_the_whole_read_s_documents_and_report(tmp_path):
+    """Each span of lines is read on its own (by a Dask worker, say); merged, the parts are the read of the whole
+    file: the same documents, made-up ids, skips with their first place, counts and the --sections none warning."""
+    from critic.document import UniqueIds
+    from critic.inputs import line_input
+    from critic.spans import plan_spans
+
+    rows = [{"text": "# a\nx\n# b\ny" if i % 3 else "plain", "id": f"g{i}", "meta": i} for i in range(11)]
+    rows[4], rows[7] = {"text": " "}, {"text": "# c\nz"}  # an empty generation, a made-up id
+    text_jsonl = tmp_path / "gens.jsonl"
+    text_jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lines = tmp_path / "gens.txt"
+    lines.write_text("one\n\ntwo\nthree\n\nfour")
+    documents = write_jsonl([Document(f"d{i}", (Section("t", "x"),)) for i in range(7)], tmp_path / "docs.jsonl")
+    counts = []
+    for path, options in ((text_jsonl, InputOptions(sections="none")), (lines, InputOptions(format="lines")),
+                          (documents, InputOptions())):
+        whole = ReadReport()
+        want = list(iter_documents(path, options, report=whole))
+        source = line_input(path, options)
+        assert source.options.format == whole.format and source.name == whole.name
+        for per_span in (1, 2, 5):
+            merged, ids, got = source.report(), UniqueIds(), []
+            for span in plan_spans(path, per_span):
+                part = source.read(span)
+                got += part.documents
+                merged.merge(part.report)
+                ids.claim_all(part.ids)
+            merged.finish()
+            assert got == want and [d.metadata for d in got] == [d.metadata for d in want]
+            assert merged.to_dict() == whole.to_dict() and list(ids.where) == [d.id for d in want]
+        counts.append((whole.n_read, whole.skipped.total(), whole.generated_ids, len(whole.warnings)))
+    assert counts == [(10, 1, 1, 1), (4, 2, 4, 0), (7, 0, 0, 0)]
+
+
+def test_only_a_plain_file_of_a_line_format_is_a_line_input(tmp_path):
+    import gzip
+
+    from critic.inputs import line_input
+
+    gens = tmp_path / "gens.jsonl"
+    gens.write_text('{"text": "a"}\n')
+    (tmp_path / "gens.jsonl.gz").write_bytes(gzip.compress(gens.read_bytes()))
+    lm = tmp_path / "samples_t_2024-01-01T00-00-00.jsonl"
+    lm.write_text(json.dumps({"doc_id": 0, "resps": [["a"]], "filtered_resps": ["a"]}) + "\n")
+    assert line_input(gens).options.format == "text-jsonl"
+    assert line_input(tmp_path / "gens.jsonl.gz") is None  # read by one reader, as it decompresses
+    assert line_input(lm) is None  # an lm-eval line depends on the first one's filter
+    assert line_input(tmp_path) is None
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    assert line_input(fifo, InputOptions(format="text-jsonl")) is None
+
+
+def test_ids_are_unique_across_spans_read_apart(tmp_path):
+    from critic.document import UniqueIds
+    from critic.inputs import line_input
+    from critic.spans import plan_spans
+
+    path = tmp_path / "gens.jsonl"
+    path.write_text("".join(json.dumps({"id": i % 3, "text": "x"}) + "\n" for i in range(4)))
+    source, ids = line_input(path), UniqueIds()
+    first, second = plan_spans(path, 3)
+    ids.claim_all(source.read(first).ids)
+    with pytest.raises(DocumentError, match=rf"^{path}:4: duplicate document id '0' \(first at {path}:1\)$"):
+        ids.claim_all(source.read(second).ids)

@@ -14,8 +14,10 @@ from torch.distributions import Cauchy, Uniform
 
 from critic import Projection
 from critic.cli import main
-from critic.document import Document, Section, write_jsonl
+from critic.document import Document, DocumentError, Section, write_jsonl
+from critic.inputs import ReadReport
 from critic.streaming import merge_shards, progress_path, score_rows, score_stream
+from critic.terminal import json_line
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "section_count_critic.py"
 
@@ -60,11 +62,18 @@ def serial_bytes(critic, docs, tmp_path) -> bytes:
 
 
 def test_chunks_of_whole_batches_give_one_call_s_numbers(critic, docs, tmp_path):
+    """Chunk c (6 records: 2 batches of 3) is scored as one call from batch 2c: with every document checked, the
+    numbers of one call over all of them; with some skipped by the check, each chunk's own call's."""
     rows = [json.loads(line) for line in serial_bytes(critic, docs, tmp_path).decode().splitlines()]
-    whole = score_rows(critic.score(docs[0], seed=7))
     assert critic.score(docs[0], seed=7).estimator == "monte carlo (64 samples)"
-    assert [r for r in rows if "skipped" not in r] == [r for r in whole if "skipped" not in r]
-    assert sorted(r["id"] for r in rows if "skipped" in r) == sorted(r["id"] for r in whole if "skipped" in r)
+    chunks = [docs[0][i:i + 6] for i in range(0, len(docs[0]), 6)]
+    want = [row for c, chunk in enumerate(chunks) for row in score_rows(critic.score(chunk, seed=7, first_batch=2 * c))]
+    assert rows == want and sum("skipped" in r for r in rows) == 6
+    checked = [d for d in docs[0] if d.sections]
+    path = write_jsonl(checked, tmp_path / "checked.jsonl")
+    score_stream(critic, checked, tmp_path / "checked.out", source=path, seed=7, batches_per_chunk=2)
+    assert (tmp_path / "checked.out").read_bytes() == "".join(
+        json_line(row) for row in score_rows(critic.score(checked, seed=7))).encode()
     other_seed = score_rows(critic.score(docs[0], seed=8))
     assert [r["latent_nll"] for r in rows if "skipped" not in r] != [r["latent_nll"] for r in other_seed
                                                                       if "skipped" not in r]
@@ -201,14 +210,14 @@ def test_workers_need_an_output_file_and_one_kind_of_cluster(docs, tmp_path, cap
 
 
 def test_a_slow_critic_asks_for_smaller_chunks(critic, docs, monkeypatch):
-    """A chunk is whole batches making about the critic's chunk_documents (3 a batch: 10 -> 3 batches)."""
+    """A chunk is whole batches making about the critic's chunk_documents (3 a batch: 10 -> 3 batches, 9 records)."""
     from critic.streaming import chunk_batches, plan_chunks
     from critics.coref import CorefChainCritic
 
     monkeypatch.setattr(type(critic), "chunk_documents", 10)
     assert chunk_batches(critic) == 3 and chunk_batches(critic, 5) == 5
-    kept = [[d for d in chunk.docs if d.sections] for chunk in plan_chunks(critic, docs[0])]
-    assert [len(k) for k in kept[:-1]] == [9] * (len(kept) - 1) and 0 < len(kept[-1]) <= 9
+    chunks = list(plan_chunks(critic, docs[0]))
+    assert [len(c.docs) for c in chunks] == [9, 9, 9, 9, 5] and [c.first_batch for c in chunks] == [0, 3, 6, 9, 12]
     assert chunk_batches(CorefChainCritic()) == 1  # neuralcoref: one batch of 256, seconds of work
 
 
@@ -297,27 +306,32 @@ def generations_with_empty_ones(path: Path) -> Path:
     return path
 
 
-def test_every_generation_the_reader_skips_has_a_row_where_it_was_read(critic, tmp_path):
+@pytest.mark.parametrize("reader", ["documents", "lines"])
+def test_every_generation_the_reader_skips_has_a_row_where_it_was_read(critic, tmp_path, reader):
     """The issue's case: an empty generation was counted on stderr but had no row in critic score's output, so a
     row-by-row join with the input lost it.  Each now has ``{"id", "skipped", "read": false}`` after its chunk's
-    rows (its id, or the NAME:LINE it would have had), the same bytes serial, resumed and sharded."""
-    from critic.inputs import InputOptions, ReadReport, iter_documents
+    rows (its id, or the NAME:LINE it would have had), the same bytes serial, resumed and sharded, whether the
+    documents are read here (``documents``) or each chunk's span of lines by whoever scores it (``lines``)."""
+    from critic.inputs import InputOptions, ReadReport, iter_documents, line_input
 
     source = generations_with_empty_ones(tmp_path / "gens.jsonl")
+    options = InputOptions(format="text-jsonl")
 
     def scored(out, **kw):
-        read = ReadReport(skipped_documents=[])
-        score_stream(critic, iter_documents(source, InputOptions(format="text-jsonl"), report=read), out,
-                     source=source, seed=7, batches_per_chunk=1, read_skips=read.skipped_documents, **kw)
+        lines = line_input(source, options) if reader == "lines" else None
+        read = lines.report() if lines else ReadReport(skipped_documents=[])
+        score_stream(critic, lines or iter_documents(source, options, report=read), out, source=source, seed=7,
+                     batches_per_chunk=1, report=read, **kw)
         return read
 
     read = scored(tmp_path / "serial.jsonl")
     rows = [json.loads(line) for line in (tmp_path / "serial.jsonl").read_text().splitlines()]
-    assert read.skipped == {"empty text": 4}
+    assert read.skipped == {"empty text": 4} and read.n_read == 13
     skips = [(r["id"], r["skipped"]) for r in rows if r.get("read") is False]
     assert skips == [("g0", "empty text"), ("gens:6", "empty text"), ("g6", "empty text"), ("g16", "empty text")]
-    order = [r["id"] for r in rows]  # 3 documents a chunk (batch_size 3): g0 in the first, g16 in the last
-    assert order.index("g0") == 3 and order.index("gens:6") == order.index("g6") - 1 and order[-1] == "g16"
+    order = [r["id"] for r in rows]  # 3 records a chunk (batch_size 3): g0 ends the first, g16 the last
+    assert order[:3] == ["g1", "g2", "g0"] and order[3:6] == ["g3", "g4", "gens:6"] and order[6:9] == [
+        "g7", "g8", "g6"] and order[-2:] == ["g15", "g16"]
     assert len(rows) == 17 and sorted(r["id"] for r in rows if "latent_nll" in r) == sorted(
         f"g{i}" for i in range(17) if i not in (0, 5, 6, 16))
     for i in (1, 2):
@@ -370,3 +384,66 @@ def test_the_collector_is_tuned_while_a_stream_is_scored_and_put_back_after(crit
     next(stream)
     stream.close()  # a stream left early (an error downstream, Ctrl-C) puts the collector back too
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def test_a_gzipped_input_read_here_gives_the_bytes_of_its_spans_read_apart(critic, tmp_path):
+    """The two ways a chunk is read (documents here, cut by records; a plain file's span of lines, read by whoever
+    scores it) cut the same chunks: a gzipped copy gives the plain file's bytes, skipped generations and all."""
+    import gzip
+
+    from critic.inputs import iter_documents, line_input
+
+    plain = generations_with_empty_ones(tmp_path / "gens.jsonl")
+    packed = tmp_path / "gz" / "gens.jsonl.gz"
+    packed.parent.mkdir()
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    lines = line_input(plain)
+    assert lines is not None and line_input(packed) is None
+    score_stream(critic, lines, tmp_path / "plain.out", source=plain, seed=7, batches_per_chunk=1)
+    read = ReadReport(skipped_documents=[])
+    score_stream(critic, iter_documents(packed, report=read), tmp_path / "gz.out", source=packed, seed=7,
+                 batches_per_chunk=1, report=read)
+    assert (tmp_path / "plain.out").read_bytes() == (tmp_path / "gz.out").read_bytes()
+    assert json.loads(progress_path(tmp_path / "plain.out").read_text())["settings"]["records"] == "lines"
+
+
+def duplicated(path: Path) -> Path:
+    """20 one-section documents, the 10th with the 2nd's id."""
+    docs = [Document(f"d{i if i != 9 else 1}", (Section("s", "x"),)) for i in range(20)]
+    return write_jsonl(docs, path)
+
+
+def test_an_id_read_twice_in_spans_read_apart_is_named_with_both_places(critic, tmp_path, monkeypatch):
+    """Spans are read apart (and shards read only their own), yet a duplicate id is still found: when its chunk
+    comes back (the chunks before it written), against what a resumed run wrote before, and when shards merge."""
+    from critic import streaming
+    from critic.inputs import line_input
+
+    path = duplicated(tmp_path / "dup.jsonl")
+    lines = line_input(path)
+    out = tmp_path / "serial.jsonl"
+    with pytest.raises(DocumentError, match=rf"^{path}:10: duplicate document id 'd1' \(first at {path}:2\)$"):
+        score_stream(critic, lines, out, source=path, seed=7, batches_per_chunk=2)
+    assert json.loads(progress_path(out).read_text())["read"] == 6  # chunk 0 (6 lines) written
+
+    resumed, score_chunk = tmp_path / "resumed.jsonl", streaming.score_chunk
+
+    def stopping(critic, chunk, **kw):
+        if chunk.index == 1:
+            raise KeyboardInterrupt
+        return score_chunk(critic, chunk, **kw)
+
+    monkeypatch.setattr(streaming, "score_chunk", stopping)
+    with pytest.raises(KeyboardInterrupt):
+        score_stream(critic, lines, resumed, source=path, seed=7, batches_per_chunk=2)
+    monkeypatch.setattr(streaming, "score_chunk", score_chunk)
+    with pytest.raises(DocumentError, match=rf"^{path}:10: duplicate document id 'd1' \(first at {resumed}, chunk 0\)"):
+        score_stream(critic, lines, resumed, source=path, seed=7, batches_per_chunk=2)
+
+    parts = [tmp_path / f"p{i}.jsonl" for i in (1, 2)]
+    for i, part in enumerate(parts, start=1):
+        score_stream(critic, lines, part, source=path, seed=7, batches_per_chunk=2, shard=(i, 2))
+    with pytest.raises(DocumentError, match=rf"^{parts[1]}, chunk 1: duplicate document id 'd1' \(first at "
+                                            rf"{parts[0]}, chunk 0\)"):
+        merge_shards(parts, tmp_path / "merged.jsonl")
+    assert not (tmp_path / "merged.jsonl").exists()

@@ -24,12 +24,15 @@ def test_the_benchmark_at_toy_size(fixture_manpage_root, tmp_path, capsys):
                    "--coref-documents", "0", "--keep", str(tmp_path)])
     sections = result["sections"]
     assert sections["dask_large"]["identical"] is True
+    assert sections["dask_large"]["chunks"] == sections["serial_large"]["chunks"] == 1  # 8,192 documents a chunk
+    out = capsys.readouterr().out
+    assert 0 < sections["dask_large"]["client_cpu"] and "one client keeps about" in out
     assert sections["serial_large"]["documents"] == 300 and sections["serial_large"]["peak_rss"] > 50 * 2**20
     stats = sections["statistics"]
     assert stats["ppl_difference"] == pytest.approx(
         _ppl(tmp_path / "candidate.serial.jsonl") - _ppl(tmp_path / "large.serial.jsonl"), rel=1e-9)
     assert result["coref"] == {"skipped": "--coref-documents 0"}
-    assert "output identical: True" in capsys.readouterr().out
+    assert "output identical: True" in out
 
 
 def test_perturbed_copies_are_seeded_named_by_copy_and_keep_titles():
