@@ -9,6 +9,10 @@
   edge marginals (autograd of the log-partition) times the additive log-prior
   potentials (initial state, transitions, durations).
 * Latent steps ``M(x)``: the posterior expected number of segments.
+* Memory: a posterior keeps its documents' token indices; emission scores ``(b, T, K, C)`` and the
+  autograd graph of the edge counts exist for one width group of documents at a time
+  (:func:`width_groups`, :data:`GROUP_SCORES`), so scoring 5,000 documents holds about what scoring 500
+  does (``python -m experiments.benchmarks.hsmm_memory``).
 
 Tokens: ``doc.metadata["tokens"]`` (a list of str) when present, else the
 whitespace-split text of the document.  A document with a token never seen in
@@ -17,8 +21,9 @@ training (or none at all) cannot be projected; :meth:`HSMMCritic.check` says so.
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -33,13 +38,37 @@ from . import semimarkov as sm
 from .model import HSMMLM, TrainConfig, train_hsmm
 from .ngrams import NgramVocab, build_vocab
 
-__all__ = ["HSMMCritic", "SemiMarkovChain", "SemiMarkovPosterior", "doc_tokens"]
+__all__ = ["HSMMCritic", "SemiMarkovChain", "SemiMarkovPosterior", "doc_tokens", "width_groups", "GROUP_SCORES"]
+
+GROUP_SCORES = 2**20
+"""Emission scores (8 MiB in float64) a width group of the posterior holds at most: ``cells = GROUP_SCORES //
+(K C)`` (row, position) cells, 8,192 at ``K = 8, C = 16``.  A group's memory (its scores, float32 and float64,
+and the forward pass's autograd graph) is bounded by it whatever the batch or the set; a document longer than
+``cells`` is a group of its own."""
 
 
 def doc_tokens(doc: Document) -> list[str]:
     """A document's token sequence: ``metadata["tokens"]`` or its whitespace-split text."""
     toks = doc.metadata.get("tokens") if doc.metadata else None
     return [str(t) for t in toks] if toks is not None else doc.text.split()
+
+
+def width_groups(lengths: np.ndarray, cells: int) -> list[np.ndarray]:
+    """Rows ``0 .. B - 1`` cut into groups of similar length, padded to their longest within ``cells``.
+
+    Rows sorted by length (stable) are taken in turn while ``rows x longest <= cells`` (at least one row a
+    group; a row longer than ``cells`` is a group of its own), so a group of ``b`` rows padded to its longest
+    ``T`` has ``b T <= cells`` and wastes only the spread of lengths within it, not the batch's.
+    """
+    order = np.argsort(lengths, kind="stable")
+    groups, start = [], 0
+    while start < len(order):
+        stop = start + 1
+        while stop < len(order) and (stop + 1 - start) * lengths[order[stop]] <= cells:
+            stop += 1
+        groups.append(order[start:stop])
+        start = stop
+    return groups
 
 
 class SemiMarkovChain(Distribution):
@@ -54,21 +83,47 @@ class SemiMarkovChain(Distribution):
 
 
 class SemiMarkovPosterior(Distribution):
-    """Semi-Markov CRF ``P(z | x)`` over segmentations of a batch (batch shape ``(B,)``)."""
+    """Semi-Markov CRF ``P(z | x)`` over segmentations of a batch (batch shape ``(B,)``).
+
+    Factors ``init (C,)``, ``trans (C, C)``, ``dur (C, K)`` and emission scores that ``emission(rows)`` builds
+    for any rows of the batch: ``(len(rows), T, K, C)``, ``T`` the longest of their ``lengths (B,)``.  The
+    programmes that give each document numbers of its own (:attr:`marginals`, :meth:`entropy`) run on
+    :func:`width_groups` of rows of at most ``cells`` (row, position) cells, one group's scores and graph in
+    memory at a time, never the batch padded to its longest document; :attr:`emit` (the whole batch, for
+    Viterbi, k-best and samples) is built when read and not kept.
+    """
 
     arg_constraints: dict = {}
     support = constraints.real
 
-    def __init__(self, init, trans, dur, emit, lengths):
-        self.init, self.trans, self.dur, self.emit, self.lengths = init, trans, dur, emit, lengths
+    def __init__(self, init, trans, dur, emission: Callable[[np.ndarray], torch.Tensor], lengths, *, cells: int):
+        self.init, self.trans, self.dur, self.emission, self.lengths = init, trans, dur, emission, lengths
+        self.cells = cells
         self._marginals = None
-        super().__init__(batch_shape=torch.Size([emit.shape[0]]), validate_args=False)
+        super().__init__(batch_shape=torch.Size([len(lengths)]), validate_args=False)
 
     @property
-    def marginals(self) -> sm.Marginals:
-        """Per-document expected counts (cached)."""
+    def emit(self) -> torch.Tensor:
+        """Emission scores of the whole batch, ``(B, T, K, C)`` (built on each read)."""
+        return self.emission(np.arange(len(self.lengths)))
+
+    def _by_groups(self, programme: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...]]) -> list[torch.Tensor]:
+        """``programme(emit, lengths)`` of each width group, its ``(b, ...)`` outputs put back in batch order: ``(B, ...)``."""
+        dev = self.lengths.device
+        groups = width_groups(self.lengths.cpu().numpy(), self.cells)
+        outputs = [programme(self.emission(rows), self.lengths[torch.as_tensor(rows, device=dev)]) for rows in groups]
+        order = torch.as_tensor(np.argsort(np.concatenate(groups)), device=dev)
+        return [torch.cat(parts)[order] for parts in zip(*outputs)]
+
+    def _edge_counts(self, emit: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        counts = sm.edge_counts(self.init, self.trans, self.dur, emit, lengths)
+        return counts.log_z, counts.init, counts.trans, counts.dur
+
+    @property
+    def marginals(self) -> sm.EdgeCounts:
+        """Per-document expected counts of the prior's edges (cached)."""
         if self._marginals is None:
-            self._marginals = sm.marginals(self.init, self.trans, self.dur, self.emit, self.lengths)
+            self._marginals = sm.EdgeCounts(*self._by_groups(self._edge_counts))
         return self._marginals
 
     @property
@@ -81,7 +136,7 @@ class SemiMarkovPosterior(Distribution):
 
     def entropy(self) -> torch.Tensor:
         """``H(z | x)`` per document, ``(B,)`` nats (torch-struct's ``EntropySemiring``)."""
-        return sm.entropy(self.init, self.trans, self.dur, self.emit, self.lengths)
+        return self._by_groups(lambda emit, lengths: (sm.entropy(self.init, self.trans, self.dur, emit, lengths),))[0]
 
     def kbest(self, k: int) -> tuple[torch.Tensor, list[list[list[tuple[int, int, int]]]]]:
         """The ``k`` best segmentations per document: :func:`~critics.hsmm.semimarkov.kbest`."""
@@ -132,13 +187,17 @@ class HSMMCritic(Critic):
         self.seed = seed
 
     # ------------------------------------------------------------------ encoding
-    def _encode(self, docs: Sequence[Document]) -> tuple[np.ndarray, np.ndarray]:
-        seqs = [[self.token_index_[t] for t in doc_tokens(d)] for d in docs]
-        lengths = np.array([len(s) for s in seqs], dtype=np.int64)
-        tokens = np.full((len(seqs), max(int(lengths.max()), 1) if len(seqs) else 1), -1, dtype=np.int64)
-        for i, s in enumerate(seqs):
-            tokens[i, : len(s)] = s
-        return tokens, lengths
+    def _sequences(self, docs: Sequence[Document]) -> list[np.ndarray]:
+        """Each document's token indices."""
+        return [np.array([self.token_index_[t] for t in doc_tokens(d)], dtype=np.int64) for d in docs]
+
+    def _emission(self, sequences: Sequence[np.ndarray], rows: np.ndarray) -> torch.Tensor:
+        """Emission scores of ``sequences[rows]``: ``(len(rows), T, K, C)`` float64, ``T`` their longest."""
+        tokens, lengths = _padded([sequences[r] for r in rows])
+        m = self.model_
+        ids = torch.as_tensor(m.vocab.lookup(tokens, lengths), dtype=torch.long, device=m.trans_logits.device)
+        with torch.no_grad():
+            return m.emission_scores(ids).double()
 
     def check(self, doc: Document) -> str | None:
         self._require_fitted()
@@ -159,7 +218,7 @@ class HSMMCritic(Critic):
         vocab = sorted({t for d in docs for t in doc_tokens(d)})
         self.token_index_ = {t: i for i, t in enumerate(vocab)}
         dev = self.device
-        tokens, lengths = self._encode(docs)
+        tokens, lengths = _padded(self._sequences(docs))
         end = self.token_index_.get(self.end_token) if self.end_token is not None else None
         ngrams = build_vocab(tokens, lengths, max_len=self.max_len, top_k=self.top_k_ngrams, base=len(vocab), final_only=end)
         if not validation:
@@ -171,7 +230,7 @@ class HSMMCritic(Critic):
             first = next(iter(self.validation_skipped_.items()))
             raise ValueError(f"none of the {len(validation)} validation documents can be used, "
                              f"e.g. {first[0]!r}: {first[1]}")
-        v_tokens, v_lengths = self._encode(valid_docs)
+        v_tokens, v_lengths = _padded(self._sequences(valid_docs))
         model = HSMMLM(ngrams, self.num_states, seed=self.seed).to(dev)
         cfg = TrainConfig(
             num_states=self.num_states, top_k_ngrams=self.top_k_ngrams, batch_size=self.fit_batch_size,
@@ -193,8 +252,8 @@ class HSMMCritic(Critic):
     def project(self, docs: Sequence[Document]) -> Projection:
         """The semi-Markov CRF posterior of a batch; ``M(x)`` = posterior expected number of segments.
 
-        Edge marginals (autograd of the log-partition) are computed once here
-        and reused by the exact cross-entropy.
+        Edge marginals (autograd of the log-partition, by width groups of the batch) are computed once
+        here and reused by the exact cross-entropy.
         """
         kept, q, failures = self.posterior(docs)
         if q is None:
@@ -208,13 +267,12 @@ class HSMMCritic(Critic):
         kept = [d for d in docs if d.id not in failures]
         if not kept:
             return [], None, failures
-        tokens, lengths = self._encode(kept)
-        m = self.model_
-        dev = m.trans_logits.device
-        ids = torch.as_tensor(m.vocab.lookup(tokens, lengths), device=dev)
-        with torch.no_grad():
-            init, trans, dur, emit = (x.double() for x in m.potentials(ids))
-        return [d.id for d in kept], SemiMarkovPosterior(init, trans, dur, emit, torch.as_tensor(lengths, device=dev)), failures
+        sequences = self._sequences(kept)
+        p, m = self.prior(), self.model_
+        lengths = torch.as_tensor([len(x) for x in sequences], device=m.trans_logits.device)
+        q = SemiMarkovPosterior(p.init, p.trans, p.dur, functools.partial(self._emission, sequences), lengths,
+                                cells=max(1, GROUP_SCORES // (m.max_len * m.num_states)))
+        return [d.id for d in kept], q, failures
 
     def entropy(self, docs: Sequence[Document]) -> dict[str, float]:
         """``H(z | x)`` of each document's segmentation posterior, in nats (documents that project)."""
@@ -257,3 +315,12 @@ class HSMMCritic(Critic):
         self.model_ = model.eval()
         self.history_ = list(state["history"])
         self.validation_skipped_ = dict(state["validation_skipped"])
+
+
+def _padded(sequences: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``(tokens (N, T), lengths (N,))``: the sequences padded with ``-1`` to the longest (``T >= 1``)."""
+    lengths = np.array([len(x) for x in sequences], dtype=np.int64)
+    tokens = np.full((len(sequences), max(int(lengths.max(initial=0)), 1)), -1, dtype=np.int64)
+    for i, x in enumerate(sequences):
+        tokens[i, : len(x)] = x
+    return tokens, lengths

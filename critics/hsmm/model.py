@@ -174,9 +174,10 @@ def batches(n: int, batch_size: int, rng: np.random.Generator | None):
 
 
 def _to_batch(ids: np.ndarray, lengths: np.ndarray, sel: np.ndarray, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Window ids ``(b, T, K)`` int64 (``T`` the longest of the rows ``sel``) and their lengths, on ``device``."""
     ln = lengths[sel]
     T = int(ln.max())
-    return torch.as_tensor(ids[sel, :T], device=device), torch.as_tensor(ln, device=device)
+    return torch.as_tensor(ids[sel, :T], dtype=torch.long, device=device), torch.as_tensor(ln, device=device)
 
 
 def evaluate(model: HSMMLM, ids: np.ndarray, lengths: np.ndarray, batch_size: int, device) -> float:

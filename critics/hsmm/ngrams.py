@@ -125,18 +125,19 @@ class NgramVocab:
         return int(self.offsets[-1])
 
     def lookup(self, tokens: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-        """Global n-gram id of every window: ``(N, T, max_len)`` int64, ``-1`` if absent or past the end.
+        """Global n-gram id of every window: ``(N, T, max_len)`` int32 (half the memory of int64 for a
+        training set's table; ids lie below the vocabulary size), ``-1`` if absent or past the end.
 
         Exact: data windows and vocabulary entries are ranked together
         (:func:`_window_ids`), and a window gets an entry's id when their ranks agree.
         """
         tokens = np.asarray(tokens)
         N, T = tokens.shape
-        out = np.full((N, T, self.max_len), -1, dtype=np.int64)
+        out = np.full((N, T, self.max_len), -1, dtype=np.int32)
         groups = [(self.tokens, self.lengths), (tokens, lengths)]
         for l, ((vocab_ids, data_ids), count) in enumerate(_window_ids(groups, self.max_len, self.base)):
             a, b = self.offsets[l], self.offsets[l + 1]
-            table = np.full(count + 1, -1, dtype=np.int64)  # the last slot, read for id -1, stays -1
+            table = np.full(count + 1, -1, dtype=np.int32)  # the last slot, read for id -1, stays -1
             table[vocab_ids[a:b, 0]] = np.arange(a, b)
             out[:, :, l] = table[data_ids]
         return out

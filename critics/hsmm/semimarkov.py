@@ -66,6 +66,9 @@ __all__ = [
     "LogSemiring",
     "MaxSemiring",
     "log_partition",
+    "EdgeCounts",
+    "Marginals",
+    "edge_counts",
     "marginals",
     "viterbi",
     "edge_potentials",
@@ -300,18 +303,58 @@ def log_partition(
 
 
 @dataclass
-class Marginals:
-    """Posterior expected counts (gradients of the log-partition)."""
+class EdgeCounts:
+    """Posterior expected counts of the prior's edges (gradients of the log-partition with respect to them)."""
 
     log_z: torch.Tensor  # (B,)
     init: torch.Tensor  # (B, C): state of the first segment
     trans: torch.Tensor  # (B, C, C): expected transition counts
     dur: torch.Tensor  # (B, C, K): expected segment counts per state and length
-    emit: torch.Tensor  # (B, T, K, C): P(segment (t, k) in state c)
 
     @property
     def num_segments(self) -> torch.Tensor:
         return self.dur.sum((-1, -2))
+
+
+@dataclass
+class Marginals(EdgeCounts):
+    """Posterior expected counts of every factor: the edges' and the segments'."""
+
+    emit: torch.Tensor  # (B, T, K, C): P(segment (t, k) in state c)
+
+
+def _gradients(init, trans, dur, emit, lengths, dtype, segments: bool) -> list[torch.Tensor]:
+    """``[log Z (B,), d log Z / d init, ... / d trans, ... / d dur]`` (the factors expanded to the batch first, so
+    each sequence gets its own gradient) and, with ``segments``, ``d log Z / d emit``; gradients in the inputs'
+    dtypes."""
+    B = emit.shape[0]
+    with torch.enable_grad():
+        leaves = [_batched(x, B, n).detach().clone().requires_grad_(True) for x, n in ((init, 1), (trans, 2), (dur, 2))]
+        e = emit.detach().clone().requires_grad_(True) if segments else emit.detach()
+        log_z = log_partition(*leaves, e, lengths, dtype=dtype)
+        if segments:
+            leaves.append(e)
+        grads = torch.autograd.grad(log_z.sum(), leaves, allow_unused=True)
+    return [log_z.detach(), *(torch.zeros_like(x) if g is None else g for g, x in zip(grads, leaves))]
+
+
+def edge_counts(
+    init: torch.Tensor,
+    trans: torch.Tensor,
+    dur: torch.Tensor,
+    emit: torch.Tensor,
+    lengths: torch.Tensor | None = None,
+    *,
+    dtype: torch.dtype | None = torch.float64,
+) -> EdgeCounts:
+    """Per-sequence posterior counts of the initial state, transitions and durations: the :func:`marginals`
+    without the segments'.
+
+    Autograd of :func:`log_partition` with respect to ``init, trans, dur`` only: ``emit`` is neither
+    copied nor given a gradient, so the memory is the forward pass's graph (about three ``(B, K, C)``
+    tensors per position) and no ``(B, T, K, C)`` beside ``emit``.
+    """
+    return EdgeCounts(*_gradients(init, trans, dur, emit, lengths, dtype, segments=False))
 
 
 def marginals(
@@ -328,16 +371,7 @@ def marginals(
     The factors are expanded to the batch first so each sequence gets its own
     gradient; gradients come back in the inputs' dtypes.
     """
-    B = emit.shape[0]
-    with torch.enable_grad():
-        i = _batched(init, B, 1).detach().clone().requires_grad_(True)
-        tr = _batched(trans, B, 2).detach().clone().requires_grad_(True)
-        d = _batched(dur, B, 2).detach().clone().requires_grad_(True)
-        e = emit.detach().clone().requires_grad_(True)
-        log_z = log_partition(i, tr, d, e, lengths, dtype=dtype)
-        grads = torch.autograd.grad(log_z.sum(), (i, tr, d, e), allow_unused=True)
-    gi, gt, gd, ge = (torch.zeros_like(x) if g is None else g for g, x in zip(grads, (i, tr, d, e)))
-    return Marginals(log_z.detach(), gi, gt, gd, ge)
+    return Marginals(*_gradients(init, trans, dur, emit, lengths, dtype, segments=True))
 
 
 def viterbi(

@@ -80,13 +80,13 @@ def write_documents(docs: Iterator[Document], path: Path) -> int:
 def run_measured(cmd: Sequence[str], *, env: dict | None = None, stderr: bool = False) -> tuple:
     """Run ``cmd``; its wall seconds and peak RSS in bytes (the largest of it and its waited-for children), and its
     stderr when ``stderr``.  RuntimeError with its stderr when it fails."""
-    with tempfile.TemporaryFile() as stderr:  # a file, not a pipe: a chatty child never blocks on a full pipe
+    with tempfile.TemporaryFile() as written:  # a file, not a pipe: a chatty child never blocks on a full pipe
         start = time.perf_counter()
-        proc = subprocess.Popen(list(cmd), stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+        proc = subprocess.Popen(list(cmd), stdout=subprocess.DEVNULL, stderr=written, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - start
-        stderr.seek(0)
-        err = stderr.read().decode("utf-8", "replace")
+        written.seek(0)
+        err = written.read().decode("utf-8", "replace")
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{err[-3000:]}")
     return (seconds, usage.ru_maxrss * 1024) + ((err,) if stderr else ())
