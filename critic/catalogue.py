@@ -28,7 +28,7 @@ from . import registry
 from .helptext import plain_help
 from .io import atomic_write_text, claim_folder, user_cache
 
-__all__ = ["CriticCard", "Catalogue", "catalogue", "cache_folder", "CACHE_ENV"]
+__all__ = ["CriticCard", "Catalogue", "catalogue", "import_critic", "cache_folder", "CACHE_ENV"]
 
 CACHE_ENV = "CRITIC_CATALOGUE"
 """Environment variable: the folder the catalogue is kept in (default ``catalogue`` of :func:`critic.io.user_cache`);
@@ -38,20 +38,24 @@ a folder the tool made or an empty one (:func:`critic.io.claim_folder`)."""
 @dataclass(frozen=True)
 class CriticCard:
     """What the command line shows of a critic: its docstring as plain text, what it needs, its default
-    calibration folds and one line per setting (:func:`critic.config.describe_settings`)."""
+    calibration folds and one line per setting (:func:`critic.config.describe_settings`); and the plugin whose
+    module defines it (:func:`critic.registry.plugin_of`; ``""`` for none), which :func:`import_critic` imports
+    alone to load a saved critic."""
 
     name: str
     doc: str
     needs: str
     calibration_folds: int | None
     settings: tuple[str, ...]
+    plugin: str = ""
 
     @classmethod
     def of(cls, name: str, critic_class: type) -> "CriticCard":
         from .config import describe_settings
 
         return cls(name, plain_help(inspect.cleandoc(critic_class.__doc__ or "")), str(critic_class.needs),
-                   critic_class.calibration_folds, tuple(describe_settings(critic_class)))
+                   critic_class.calibration_folds, tuple(describe_settings(critic_class)),
+                   registry.plugin_of(critic_class.__module__) or "")
 
     @property
     def summary(self) -> str:
@@ -147,6 +151,27 @@ def catalogue() -> Catalogue:
         cached = _build(path, key)
     _READ = cached.add_registered(plugins=False)
     return _READ
+
+
+def import_critic(name: str) -> bool:
+    """Register critic ``name`` by importing only the plugin that defines it, as the kept catalogue names it
+    (``critic score`` of a section critic imports no other critic's stack: no Pyro, gensim, KenLM or corpus
+    builder).  False, having imported nothing, when no catalogue is kept or its fingerprint no longer holds (no
+    catalogue is built here: that takes a child interpreter) or it names no plugin; False too when that plugin
+    fails to import (recorded, :func:`critic.registry.plugin_errors`) or registers no such critic.  The caller
+    then loads every plugin (:func:`critic.registry.get_critic`)."""
+    if name in registry.list_critics(plugins=False):
+        return True
+    card = (_READ.critics.get(name) if _READ is not None else None) or _kept_card(name)
+    if card is None or not card.plugin or not registry.load_plugin(card.plugin):
+        return False
+    return name in registry.list_critics(plugins=False)
+
+
+def _kept_card(name: str) -> CriticCard | None:
+    """Critic ``name``'s card in the kept catalogue when its fingerprint holds, else ``None``."""
+    kept = _cached(cache_folder() / "catalogue.json", fingerprint())
+    return kept.critics.get(name) if kept is not None else None
 
 
 def errors_known() -> dict[str, str]:

@@ -36,7 +36,7 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -396,14 +396,17 @@ class Critic:
             return LatentNLL(value.detach().to(torch.float64).cpu(), stderr.detach().to(torch.float64).cpu(),
                              f"monte carlo ({self.mc_samples} samples)")
 
-    def score(self, docs: Sequence[Document], *, progress: bool = False, seed: int = 0, first_batch: int = 0) -> Scores:
+    def score(self, docs: Sequence[Document], *, progress: bool = False, seed: int = 0, first_batch: int = 0,
+              observe: Callable[[Projection], None] | None = None) -> Scores:
         """Project and score every document it can; count and give the reason for the others.
 
         Documents are checked (:meth:`check`), projected in batches of
         ``batch_size`` (one :meth:`project` call each), and ``T(x)`` computed
         per batch, the k-th batch's Monte Carlo seeded ``seed + first_batch + k`` (so a set scored in
         pieces that start on batch boundaries gets the numbers of one call).  A non-finite ``T(x)`` or
-        ``M(x)`` is a counted skip with its reason, never a reported number.
+        ``M(x)`` is a counted skip with its reason, never a reported number.  ``observe``: given each
+        batch's :class:`Projection` as it is made (a view's summary of the set's posteriors,
+        :meth:`critic.views.CriticView.posterior_summary`), so that nothing projects the set again.
         """
         self._require_fitted()
         ids = [d.id for d in docs]
@@ -432,6 +435,8 @@ class Critic:
             if bar is not None:
                 bar.update(len(chunk))
             self._validate_projection(projection, chunk)
+            if observe is not None:
+                observe(projection)
             skipped.update(projection.failures)
             unknown.update({i: c for i, c in projection.unknown.items() if c})
             if not len(projection):
@@ -579,11 +584,13 @@ class Critic:
         empty files, bad JSON, wrong types, a relabelled kind, edited state --
         raises :class:`CriticLoadError` naming the path and what is wrong.
         """
+        from .catalogue import import_critic
         from .registry import get_critic
 
         path = Path(path)
         meta = _read_meta(path)
         try:
+            import_critic(meta["critic"])  # its module alone, when the kept catalogue names it; else every plugin
             klass = get_critic(meta["critic"])
         except KeyError as exc:
             raise CriticLoadError(f"{path}: {exc.args[0]}") from None

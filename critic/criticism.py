@@ -18,7 +18,11 @@ sets (model samples, corruptions), compute for each set
   Latent PPL: the difference (candidate - reference) with a bootstrap CI and a permutation p-value of
   that same statistic (the PPL, a ratio of sums, is permuted and resampled by document);
 - counts of documents that could not be projected (with reasons) and of
-  latent values mapped to the unknown state.
+  latent values mapped to the unknown state;
+- what the critic's view draws of each set's posteriors beyond the documents' extras (the CTM's fig. 6
+  covariance), kept on the set's result from the projections that score it
+  (:meth:`critic.views.CriticView.posterior_summary`, ``SetResult.posterior_summary``, never written): each set
+  is projected once per critic, the report's figures included.
 
 Numbers that cannot be trusted are not findings: a set with fewer than two
 documents has no CI (``NaN``, written as ``null`` with a reason), and a set
@@ -28,7 +32,7 @@ with fewer than ``min_documents`` documents carries a warning.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -41,6 +45,7 @@ from .outliers import OUTLIER_SCORES, OutlierPValues, outlier_pool
 from .resources import require_memory
 from .results import Comparison, CriticismResult, DocumentResult, SetResult
 from .terminal import path_text
+from .views import posterior_summary
 
 __all__ = ["criticize", "summarize", "compare", "compare_sets", "shape_mismatch", "require_comparable_shapes",
            "UNTITLED_SHARE"]
@@ -120,6 +125,16 @@ def summarize(
                               else float(np.sqrt(np.sum(stderr ** 2)) / scores.n)),
         warnings=warnings,
     )
+
+
+def _score(critic: Critic, docs: Sequence[Document], *, progress: bool, seed: int) -> tuple[Scores, Any]:
+    """``critic.score(docs)`` and what the critic's view keeps of the posteriors of the documents that projected
+    (:func:`critic.views.posterior_summary`, given each batch's projection; ``None`` when it keeps nothing): the
+    set's only projection, so that the report's figures read the posteriors from it instead of projecting the
+    set again."""
+    summary = posterior_summary(critic)
+    scores = critic.score(docs, progress=progress, seed=seed, observe=None if summary is None else summary.add)
+    return scores, None if summary is None else summary.result()
 
 
 def compare(reference: Scores, candidate: Scores, *, n_bootstrap: int, n_permutations: int,
@@ -252,7 +267,7 @@ def criticize(
     _check_memory(n_bootstrap, n_permutations, len(reference), [len(d) for d in candidates.values()])
     if reference_name in candidates:
         raise ValueError(f"candidate name {reference_name!r} clashes with the reference set")
-    ref_scores = critic.score(reference, progress=progress, seed=seed)
+    ref_scores, ref_summary = _score(critic, reference, progress=progress, seed=seed)
     if ref_scores.n == 0:
         raise ValueError("no reference document could be projected: "
                          + "; ".join(f"{k}: {v}" for k, v in list(ref_scores.skipped.items())[:5]))
@@ -264,14 +279,16 @@ def criticize(
     kwargs = dict(n_bootstrap=n_bootstrap, level=level, seed=seed, min_documents=min_documents, statistics=statistics)
     ref_result = summarize(reference_name, ref_scores, outliers=ref_outliers, words=pool.words[-n_ref:]
                            if pool.words is not None else None, **kwargs)
+    ref_result.posterior_summary = ref_summary
     if len(pool.ids) < min_documents:
         ref_result.warnings.append(f"outlier p-values are against fewer than {min_documents} real documents")
     results = {}
     for name, docs in candidates.items():
-        scores = critic.score(docs, progress=progress, seed=seed)
+        scores, summary = _score(critic, docs, progress=progress, seed=seed)
         words = word_counts(docs, scores.doc_ids)
         outliers = pool.p_values(outlier_columns(scores, statistics), words, scores.doc_ids)
         result = summarize(name, scores, outliers=outliers, words=words, **kwargs)
+        result.posterior_summary = summary
         shape = shape_mismatch(reference, docs)
         if shape:
             result.warnings.append(shape)

@@ -27,6 +27,7 @@ processes a command starts, Dask workers included, load it as well).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -61,6 +62,8 @@ __all__ = [
     "list_commands",
     "list_formats",
     "load_plugins",
+    "load_plugin",
+    "plugin_of",
     "plugin_specs",
     "add_plugin",
     "plugin_errors",
@@ -307,22 +310,56 @@ def load_plugins() -> dict[str, ModuleType]:
     for module in BUILTIN_MODULES:
         importlib.import_module(module)
     for name, spec in plugin_specs():
-        if name in _PLUGINS or name in _PLUGIN_ERRORS:
-            continue
-        try:
-            _PLUGINS[name] = _import_plugin(spec)
-        except SystemExit as exc:  # sys.exit() on import would end the command, status 0, having done nothing
-            _PLUGIN_ERRORS[name] = f"{spec}: called sys.exit({exc.code!r}) while being imported"
-        except Exception as exc:  # a broken optional plugin must not break the core
-            _PLUGIN_ERRORS[name] = f"{spec}: {type(exc).__name__}: {exc}"
+        _load_plugin(name, spec)
     return dict(_PLUGINS)
+
+
+def load_plugin(name: str) -> bool:
+    """Import the one plugin ``name`` (an entry point's name, or a ``$CRITIC_PLUGINS`` spec), as
+    :func:`load_plugins` would, without the others; False when there is no such plugin or it failed to import
+    (recorded in :func:`plugin_errors`)."""
+    for known, spec in plugin_specs():
+        if known == name:
+            return _load_plugin(name, spec)
+    return False
+
+
+def _load_plugin(name: str, spec: str) -> bool:
+    if name in _PLUGINS or name in _PLUGIN_ERRORS:
+        return name in _PLUGINS
+    try:
+        _PLUGINS[name] = _import_plugin(spec)
+    except SystemExit as exc:  # sys.exit() on import would end the command, status 0, having done nothing
+        _PLUGIN_ERRORS[name] = f"{spec}: called sys.exit({exc.code!r}) while being imported"
+    except Exception as exc:  # a broken optional plugin must not break the core
+        _PLUGIN_ERRORS[name] = f"{spec}: {type(exc).__name__}: {exc}"
+    return name in _PLUGINS
+
+
+def plugin_of(module: str) -> str | None:
+    """The name of the plugin whose module is ``module`` or a package holding it (the innermost), ``None`` when
+    no plugin's is: importing that plugin alone defines what ``module`` does (``critics.sections.critic`` ->
+    ``sections``)."""
+    found, depth = None, -1
+    for name, spec in plugin_specs():
+        target = _file_module(Path(spec)) if spec.endswith(".py") else spec
+        if (module == target or module.startswith(target + ".")) and target.count(".") > depth:
+            found, depth = name, target.count(".")
+    return found
 
 
 def plugin_specs() -> list[tuple[str, str]]:
     """``(name, module or .py file)`` of every plugin :func:`load_plugins` imports, in its order: the
     ``critic.plugins`` entry points, then ``$CRITIC_PLUGINS`` (each named by itself)."""
-    named = [(ep.name, ep.value) for ep in entry_points(group=PLUGIN_GROUP)]
+    named = list(_entry_point_plugins(tuple(sys.path)))
     return named + [(spec, spec) for spec in os.environ.get(PLUGINS_ENV, "").split(os.pathsep) if spec]
+
+
+@functools.lru_cache(maxsize=8)
+def _entry_point_plugins(path: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """The ``critic.plugins`` entry points as ``(name, module)``, read once per ``sys.path`` (each reading scans
+    every installed distribution's metadata)."""
+    return tuple((ep.name, ep.value) for ep in entry_points(group=PLUGIN_GROUP))
 
 
 def _import_plugin(spec: str) -> ModuleType:
@@ -333,8 +370,7 @@ def _import_plugin(spec: str) -> ModuleType:
     path = Path(spec)
     if not path.is_file():
         raise FileNotFoundError(f"no such file {spec}")
-    digest = hashlib.sha256(str(path.resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:12]
-    name = f"critic_plugin_{path.stem}_{digest}"
+    name = _file_module(path)
     if name in sys.modules:
         return sys.modules[name]
     loader_spec = importlib.util.spec_from_file_location(name, path)
@@ -346,6 +382,12 @@ def _import_plugin(spec: str) -> ModuleType:
         del sys.modules[name]
         raise
     return module
+
+
+def _file_module(path: Path) -> str:
+    """The module name a ``.py`` file plugin is imported as."""
+    digest = hashlib.sha256(str(path.resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return f"critic_plugin_{path.stem}_{digest}"
 
 
 def add_plugin(spec: str) -> None:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Sequence
 
 from .labels import (COMBINED_NOTE, HEADLINES, HIGHER_IS_BETTER, OUTLIER_SCORE_NOTES, SIZE_MODEL_NOTES, STATISTICS,
@@ -149,6 +149,10 @@ class SetResult:
     warnings: list[str] = field(default_factory=list)
     statistics: dict[str, float | None] = field(default_factory=dict)
     """Other statistics of the set (word PPL, MAUVE, PDD), by name."""
+    posterior_summary: Any = field(default=None, repr=False, compare=False)
+    """What the critic's view kept of the set's posteriors while the set was scored (:meth:`critic.views.CriticView.
+    posterior_summary`: the CTM's aggregated-posterior covariance), so that its figures need not project the set
+    again; for this run only: never written (``None`` in a result read back)."""
 
     @property
     def p_value(self) -> float | None:
@@ -159,7 +163,8 @@ class SetResult:
         return self.ppl_comparison if headline == "latent_ppl" else self.comparison
 
     def to_dict(self, *, documents: bool = False) -> dict:
-        out = asdict(self)
+        out = asdict(replace(self, posterior_summary=None))
+        out.pop("posterior_summary")
         if not documents:
             out.pop("documents")
         statistics = out.pop("statistics")

@@ -6,7 +6,13 @@ registers its view for its critic class (:func:`register_view`), lazily as ``"pa
 importing a critic imports no plotting; the report finds a critic's view by its class and its bases
 (:func:`view_for`: a subclass shows its base's view unless it registers its own), and every critic without
 one gets the default, which shows nothing of its own.  The module-level :func:`report_figures`,
-:func:`set_statistics` and :func:`document_view` are what the report, the panel and tests call.
+:func:`set_statistics`, :func:`document_view` and :func:`posterior_summary` are what the report, the panel, the
+criticism and tests call.
+
+A criticism projects each set once per critic (issue 40): what a view draws of the sets' posteriors beyond the
+per-document extras (the CTM's aggregated-posterior covariance) it collects while the set is scored
+(:meth:`CriticView.posterior_summary`), kept on the set's result for the run and never written, so that its
+figures do not project the set again.
 """
 
 from __future__ import annotations
@@ -16,7 +22,21 @@ from typing import Any, Mapping, Sequence
 
 from .document import Document
 
-__all__ = ["CriticView", "register_view", "view_for", "report_figures", "set_statistics", "document_view"]
+__all__ = ["CriticView", "PosteriorSummary", "register_view", "view_for", "report_figures", "set_statistics",
+           "document_view", "posterior_summary"]
+
+
+class PosteriorSummary:
+    """What a view keeps of one set's posteriors while the set is scored: :meth:`add` is given each batch's
+    :class:`~critic.critic.Projection` (every document that projected, in order), :meth:`result` is called once
+    when the set is scored and becomes ``SetResult.posterior_summary``.  Keep only what the figures need, not the
+    posteriors: a summary should not grow with the documents where it need not."""
+
+    def add(self, projection: Any) -> None:
+        raise NotImplementedError
+
+    def result(self) -> Any:
+        raise NotImplementedError
 
 
 class CriticView:
@@ -37,6 +57,14 @@ class CriticView:
         """What the critic found in ``doc``, as an HTML fragment for the document's report page (its latent
         structure in place), given the document's :class:`~critic.results.DocumentResult`; every text escaped.
         ``None``: the page lists the projection's extras."""
+        return None
+
+    def posterior_summary(self, critic: Any) -> PosteriorSummary | None:
+        """A fresh :class:`PosteriorSummary` of one set, filled while :func:`critic.criticism.criticize` scores the
+        set (its only projection of it), for :meth:`report_figures` and :meth:`set_statistics` to read from the
+        set's result (``result.set(name).posterior_summary``; ``None`` for results read back from a report, so
+        they fall back to projecting the documents).  ``None`` (the default): the view needs nothing beyond the
+        documents' extras."""
         return None
 
 
@@ -73,3 +101,7 @@ def set_statistics(critic: Any, result: Any, documents: Mapping[str, Sequence[Do
 
 def document_view(critic: Any, doc: Document, result: Any) -> str | None:
     return view_for(critic).document_view(critic, doc, result)
+
+
+def posterior_summary(critic: Any) -> PosteriorSummary | None:
+    return view_for(critic).posterior_summary(critic)

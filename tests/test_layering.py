@@ -172,3 +172,45 @@ def test_results_and_the_use_cases_import_no_rendering():
                  "critic.workflows"):
         assert not [m for m in reached(name) if _renders(m)], name
     assert [m for m in reached("critic.notebook") if _renders(m)] == ["critic.html"]  # the check can fail
+
+
+SCORING_IMPORTS_NONE_OF = ("simplemma", "critics.coref", "critics.hsmm", "critics.topics", "critics.metrics",
+                           "critic.corpora", "critic.report_runner", "critic.plots", "critic.html", "gensim", "pyro",
+                           "scipy.stats", "sklearn", "matplotlib", "transformers", "torch_struct", "kenlm", "spacy")
+"""Issue 40: what ``critic score`` with a fitted section critic leaves unimported (other critics' plugins and
+stacks, the toolkit's corpora, rendering, and simplemma while every title word is one the critic was fitted on)."""
+
+
+def test_scoring_with_the_section_critic_imports_no_other_stack(tmp_path):
+    """In a fresh interpreter, once the plugins' catalogue is kept: ``critic score`` of a fitted section critic
+    imports its own plugin alone, and simplemma only for a title word it never saw (the check can fail)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from critic.document import Document, Section, write_jsonl
+    from critics.sections import SectionTransitionCritic
+
+    def doc(name, titles):
+        return Document(name, tuple(Section(t, f"{t} text") for t in titles))
+
+    train = [doc(f"t{i}", ["NAME", "SYNOPSIS", "DESCRIPTION", *(["OPTIONS"] * (i % 2)), "SEE ALSO"]) for i in range(6)]
+    SectionTransitionCritic(delta=0.1).fit(train).save(tmp_path / "sections")
+    write_jsonl([doc("a", ["NAME", "DESCRIPTION", "Options"]), doc("b", ["Name", "Synopsis"])], tmp_path / "few.jsonl")
+    write_jsonl([doc("c", ["NAME", "HISTORY"])], tmp_path / "new.jsonl")
+    env = {**os.environ, "CRITIC_PLUGINS": ""}
+    subprocess.run([sys.executable, "-m", "critic.cli", "list"], env=env, cwd=tmp_path, check=True,
+                   capture_output=True)  # the catalogue kept (built once per test session)
+    code = ("import json, sys\nfrom critic.cli import main\nstatus = main(sys.argv[1:])\n"
+            f"print(json.dumps([status, sorted(m for m in {SCORING_IMPORTS_NONE_OF!r} if m in sys.modules), "
+            "'critics.sections' in sys.modules]))")
+
+    def score(name):
+        done = subprocess.run([sys.executable, "-c", code, "score", "sections", "--input", name], env=env,
+                              cwd=tmp_path, capture_output=True, text=True, check=True)
+        *rows, last = done.stdout.splitlines()
+        return [json.loads(r)["id"] for r in rows], json.loads(last)
+
+    assert score("few.jsonl") == (["a", "b"], [0, [], True])
+    assert score("new.jsonl") == (["c"], [0, ["simplemma"], True])

@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 
 from critic.document import Document, Section
 
-__all__ = ["TitleNormalizer", "CorpusFilter", "FilterReport", "DEFAULT_DROP_TITLES", "STANDARD_SPELLINGS"]
+__all__ = ["TitleNormalizer", "CorpusFilter", "FilterReport", "DEFAULT_DROP_TITLES", "STANDARD_SPELLINGS", "lemma"]
 
 DEFAULT_DROP_TITLES = ("see also", "external link", "reference", "further reading", "note", "source")
 
@@ -54,9 +54,15 @@ _WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")
 
 @lru_cache(maxsize=65536)
 def _lemma(word: str) -> str:
+    """simplemma's English lemma of ``word``: imported, and its dictionary read (about 0.3 s), on the first call."""
     import simplemma
 
     return simplemma.lemmatize(word, lang="en")
+
+
+def lemma(word: str) -> str:
+    """The lemma :class:`TitleNormalizer` gives ``word`` (a lower-case word of a title, numbers removed)."""
+    return _lemma(word)
 
 
 @dataclass(frozen=True)
@@ -71,17 +77,23 @@ class TitleNormalizer:
     remove_numbers: bool = True
     spellings: tuple[tuple[str, str], ...] = tuple(STANDARD_SPELLINGS.items())
 
-    def __call__(self, title: str | None) -> str:
+    def __call__(self, title: str | None, lemma: Callable[[str], str] = lemma) -> str:
+        """``title``'s canonical form; ``lemma``: the lemmatiser of its words (default simplemma's, :func:`lemma`;
+        a critic passes one that looks its words up first)."""
+        words = self.words(title)
+        if self.lemmatize:
+            words = [lemma(w) for w in words]
+        table = dict(self.spellings)
+        return " ".join(table.get(w, w) for w in words)
+
+    def words(self, title: str | None) -> list[str]:
+        """The words of ``title`` before lemmatisation: lower-cased, numbers removed (when ``remove_numbers``)."""
         if title is None:
-            return ""
+            return []
         text = title.lower()
         if self.remove_numbers:
             text = _NUMBER.sub(" ", text)
-        words = _WORD.findall(text)
-        if self.lemmatize:
-            words = [_lemma(w) for w in words]
-        table = dict(self.spellings)
-        return " ".join(table.get(w, w) for w in words)
+        return _WORD.findall(text)
 
     def to_dict(self) -> dict:
         return {"lemmatize": self.lemmatize, "remove_numbers": self.remove_numbers,

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from critic.document import Document
 
@@ -21,25 +21,36 @@ from .analysis import section_paths
 from .critic import DROPPED, SectionTransitionCritic
 from .plots import transition_difference_graph_figure
 
-__all__ = ["transition_figures", "chain_view", "pdd_statistic", "UNLIKELY", "PDD_BINS"]
+__all__ = ["transition_figures", "chain_view", "pdd_statistic", "SetPaths", "UNLIKELY", "PDD_BINS"]
 
 UNLIKELY = 0.01
 """A transition is highlighted when the prior gives it ``P < UNLIKELY`` (the paper's table 12)."""
 
 
+SetPaths = Callable[[str, Sequence[Document]], list]
+"""A set's section types, ``(set name, its documents) -> one path (or None) per document``."""
+
+
+def _given_paths(critic: SectionTransitionCritic) -> SetPaths:
+    """Each set's section types as :func:`~critics.sections.analysis.section_paths` assigns them."""
+    return lambda name, docs: section_paths(critic, docs)
+
+
 def transition_figures(critic: SectionTransitionCritic, result: Any, documents: Mapping[str, Sequence[Document]], *,
-                       top: int = 20, threshold: float = 0.05, min_difference: float = 0.02) -> dict[str, Any]:
+                       paths: SetPaths | None = None, top: int = 20, threshold: float = 0.05,
+                       min_difference: float = 0.02) -> dict[str, Any]:
     """Fig. 4 of each candidate set against the reference (caption -> figure); sets whose documents are
-    not given are left out."""
+    not given are left out.  ``paths``: each set's section types (default: as the critic assigns them)."""
+    paths = paths or _given_paths(critic)
     reference = result.reference.name
     if reference not in documents:
         return {}
-    ref_paths = section_paths(critic, documents[reference])
+    ref_paths = paths(reference, documents[reference])
     out = {}
     for name in result.candidates:
         if name not in documents:
             continue
-        fig = transition_difference_graph_figure(critic, ref_paths, section_paths(critic, documents[name]), name=name,
+        fig = transition_difference_graph_figure(critic, ref_paths, paths(name, documents[name]), name=name,
                                                  top=top, threshold=threshold, min_difference=min_difference)
         caption = (f"Section transitions of '{name}' against '{reference}' (paper fig. 4): among the {top} most "
                    f"frequent section types, an arrow for each transition whose share differs by at least "
@@ -54,24 +65,26 @@ PDD_BINS = 5
 """Positional bins of the report's PDD (the coherence study's default)."""
 
 
-def pdd_statistic(critic: SectionTransitionCritic, result: Any, documents: Mapping[str, Sequence[Document]]
-                  ) -> dict[str, tuple[dict, dict]]:
+def pdd_statistic(critic: SectionTransitionCritic, result: Any, documents: Mapping[str, Sequence[Document]], *,
+                  paths: SetPaths | None = None) -> dict[str, tuple[dict, dict]]:
     """``{"pdd": (values, reasons)}``: PDD of each candidate set's section types against the reference set's
-    (``null`` for the reference, the distribution compared with, and for a set without documents or types)."""
+    (``null`` for the reference, the distribution compared with, and for a set without documents or types).
+    ``paths``: each set's section types (default: as the critic assigns them)."""
     from critics.metrics.pdd import pdd
 
+    paths = paths or _given_paths(critic)
     reference = result.reference.name
     if reference not in documents:
         return {}
 
-    def labels(docs: Sequence[Document]) -> list[list[int]]:
-        return [[critic.index_[t] for t in path] for path in section_paths(critic, docs) if path]
+    def labels(name: str) -> list[list[int]]:
+        return [[critic.index_[t] for t in path] for path in paths(name, documents.get(name, [])) if path]
 
-    ref = labels(documents[reference])
+    ref = labels(reference)
     values: dict[str, float | None] = {reference: None}
     reasons = {reference: "the reference is what PDD compares with"}
     for name in result.candidates:
-        cand = labels(documents.get(name, []))
+        cand = labels(name)
         if cand and ref:
             values[name] = pdd(cand, ref, num_bins=PDD_BINS, num_classes=len(critic.vocab_))
         else:

@@ -9,7 +9,8 @@ from critic.views import CriticView
 
 from ..report_html import note, view
 from .critic import UNKNOWN
-from .report import chain_view, pdd_statistic, transition_figures
+from .analysis import section_paths
+from .report import SetPaths, chain_view, pdd_statistic, transition_figures
 
 __all__ = ["SectionView", "ClassifierSectionView"]
 
@@ -37,8 +38,27 @@ class SectionView(CriticView):
                           f"reads them ({UNKNOWN}: a title never seen in training).")
 
 
+def scored_paths(critic, result) -> SetPaths:
+    """Each set's MAP section types as its scoring kept them (the scored documents' extras ``labels``, matched by
+    id within the set), so the sets are not classified again; the documents the set's result has no labels for
+    (skipped ones) are classified here."""
+    def paths(name, docs):
+        kept = {d.id: d.extras.get("labels") for s in result.sets if s.name == name for d in s.documents}
+        missing = [d for d in docs if kept.get(d.id) is None]
+        classified = iter(section_paths(critic, missing))
+        return [list(kept[d.id]) if kept.get(d.id) is not None else next(classified) for d in docs]
+    return paths
+
+
 class ClassifierSectionView(SectionView):
-    """The classifier critic's view: the section types its classifier assigned."""
+    """The classifier critic's view: the section types its classifier assigned, in the PDD and fig. 4 those its
+    scoring found (:func:`scored_paths`)."""
+
+    def set_statistics(self, critic, result, documents):
+        return pdd_statistic(critic, result, documents, paths=scored_paths(critic, result))
+
+    def report_figures(self, critic, result, documents):
+        return transition_figures(critic, result, documents, paths=scored_paths(critic, result))
 
     def document_view(self, critic, doc: Document, result) -> str | None:
         """The MAP section types the classifier assigned (titled or not) with their probabilities, each

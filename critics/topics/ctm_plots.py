@@ -8,6 +8,9 @@
   (``Cov_d`` the empirical covariance of the posterior means over the set, divisor ``N``).  With a
   ``mean_only`` critic the posterior is a point mass and it is ``Cov_d(m_d)``.  ``centred=True``
   gives ``C Cov C`` (``C = I - 11^T/K``), the part that softmax identifies.
+  :class:`AggregatedCovariance` computes the same from the projections that score a set, in ``O(K^2)`` memory
+  (the report's :meth:`~critic.views.CriticView.posterior_summary`), so the report's fig. 6 does not project the
+  set again.
 - :func:`clustered_order`: topics ordered by average-linkage hierarchical clustering of the rows of
   the *reference* covariance (``scipy.cluster.hierarchy``, optimal leaf ordering), used for every set.
 - :func:`covariance_heatmaps`: one heatmap per set, side by side, values clamped to ``[-5, 5]``
@@ -18,6 +21,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -27,11 +31,22 @@ import torch
 from critic.document import Document
 from critic.latent import PointMass
 from critic.plots import new_figure, save_figure
+from critic.views import PosteriorSummary
 
 from .ctm import centre
 
-__all__ = ["aggregated_covariance", "clustered_order", "covariance_heatmaps", "covariance_heatmaps_figure",
-           "top_words", "outlier_topics", "posterior_moments"]
+__all__ = ["aggregated_covariance", "AggregatedCovariance", "SetCovariance", "clustered_order", "covariance_heatmaps",
+           "covariance_heatmaps_figure", "top_words", "outlier_topics", "posterior_moments", "projection_moments",
+           "moments_covariance"]
+
+
+def projection_moments(projection) -> tuple[np.ndarray, np.ndarray]:
+    """``(m (B, K), v (B, K))`` of a projection's posteriors (``v = 0`` for a point mass), float64 as projected."""
+    q = projection.posterior
+    if isinstance(q, PointMass):
+        m = q.value.detach().cpu().numpy()
+        return m, np.zeros_like(m)
+    return q.mean.detach().cpu().numpy(), q.variance.detach().cpu().numpy()
 
 
 def posterior_moments(critic, docs: Sequence[Document]) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -39,27 +54,74 @@ def posterior_moments(critic, docs: Sequence[Document]) -> tuple[list[str], np.n
     ids, ms, vs = [], [], []
     for start in range(0, len(docs), critic.batch_size):
         projection = critic.project(docs[start:start + critic.batch_size])
-        q = projection.posterior
         if not len(projection):
             continue
         ids += projection.doc_ids
-        if isinstance(q, PointMass):
-            ms.append(q.value.detach().cpu().numpy())
-            vs.append(np.zeros_like(ms[-1]))
-        else:
-            ms.append(q.mean.detach().cpu().numpy())
-            vs.append(q.variance.detach().cpu().numpy())
+        m, v = projection_moments(projection)
+        ms.append(m)
+        vs.append(v)
     k = critic.num_topics
     return ids, (np.concatenate(ms) if ms else np.zeros((0, k))), (np.concatenate(vs) if vs else np.zeros((0, k)))
+
+
+def moments_covariance(m: np.ndarray, v: np.ndarray, *, centred: bool = False) -> np.ndarray:
+    """``Cov_d(m_d) + diag(mean_d v_d)`` of posterior moments ``m, v (N, K)``: ``(K, K)``; a ``ValueError`` for
+    fewer than 2 documents."""
+    if len(m) < 2:
+        raise ValueError(f"need at least 2 projected documents for a covariance, got {len(m)}")
+    cov = np.cov(m, rowvar=False, bias=True) + np.diag(v.mean(0))
+    return centre(cov, covariance=True) if centred else cov
 
 
 def aggregated_covariance(critic, docs: Sequence[Document], *, centred: bool = False) -> np.ndarray:
     """``Cov_d(m_d) + diag(mean_d v_d)`` over the documents of ``docs`` that project: ``(K, K)``."""
     _, m, v = posterior_moments(critic, docs)
-    if len(m) < 2:
-        raise ValueError(f"need at least 2 projected documents for a covariance, got {len(m)}")
-    cov = np.cov(m, rowvar=False, bias=True) + np.diag(v.mean(0))
-    return centre(cov, covariance=True) if centred else cov
+    return moments_covariance(m, v, centred=centred)
+
+
+@dataclass(frozen=True)
+class SetCovariance:
+    """A set's aggregated-posterior covariance as :class:`AggregatedCovariance` keeps it: ``n`` documents
+    projected, ``covariance (K, K)`` (``None`` when ``n < 2``)."""
+
+    n: int
+    covariance: np.ndarray | None
+
+
+class AggregatedCovariance(PosteriorSummary):
+    """:func:`aggregated_covariance` of a set from the projections that score it (the CTM view's
+    :meth:`~critic.views.CriticView.posterior_summary`), in ``O(K^2)`` memory however many documents the set has:
+    each batch's mean, covariance and summed variances, merged into the running ones (Chan et al.'s pairwise
+    update).  :meth:`result` gives a :class:`SetCovariance`.  A set scored in one batch (the CTM's ``batch_size`` is
+    4,096 documents) gets the very numbers of :func:`aggregated_covariance`; one of several batches the same to
+    rounding (``~1e-15`` relative)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._mean: np.ndarray | None = None
+        self._cov: np.ndarray | None = None  # divisor n
+        self._v_sum: np.ndarray | None = None
+
+    def add(self, projection) -> None:
+        if not len(projection):
+            return
+        m, v = projection_moments(projection)
+        b = len(m)
+        mean, cov, v_sum = m.mean(0), np.cov(m, rowvar=False, bias=True), v.sum(0)
+        if self._mean is None:
+            self.n, self._mean, self._cov, self._v_sum = b, mean, cov, v_sum
+            return
+        n = self.n + b
+        delta = mean - self._mean
+        self._cov = (self.n * self._cov + b * cov + np.outer(delta, delta) * (self.n * b / n)) / n
+        self._mean = self._mean + delta * (b / n)
+        self._v_sum = self._v_sum + v_sum
+        self.n = n
+
+    def result(self) -> SetCovariance:
+        if self.n < 2:
+            return SetCovariance(self.n, None)
+        return SetCovariance(self.n, self._cov + np.diag(self._v_sum / self.n))
 
 
 def clustered_order(reference_cov: np.ndarray, *, method: str = "average") -> np.ndarray:

@@ -2,8 +2,9 @@
 
 - CTM (:class:`~critics.topics.ctm_critic.CorrelatedTopicCritic`): paper fig. 6 per candidate set, its
   aggregated-posterior topic covariance beside the reference's in the reference's clustered topic order
-  (:func:`ctm_figures`); a flagged document's heaviest topics with their weights, their z-scores under
-  the prior's marginal (``|z| > 2`` marked) and each topic's top words (:func:`ctm_view`).
+  (:func:`ctm_figures`; the covariances kept while the sets were scored, :func:`set_covariance`); a flagged
+  document's heaviest topics with their weights, their z-scores under the prior's marginal (``|z| > 2``
+  marked) and each topic's top words (:func:`ctm_view`).
 - LDA (:class:`~critics.topics.lda.LdaCodeMixCritic`): paper fig. 7, one posterior sample per document of
   each set on the topic simplex (3 topics; else each set's mean topic weights as bars) (:func:`lda_figures`);
   a flagged document's topic weights against the prior's mean, with each topic's top words (:func:`lda_view`).
@@ -19,7 +20,7 @@ from critic.document import Document
 
 from ..report_html import bar, note, paragraph, table, view
 
-__all__ = ["topic_table", "ctm_figures", "ctm_view", "lda_figures", "lda_view", "TOP_WORDS"]
+__all__ = ["topic_table", "set_covariance", "ctm_figures", "ctm_view", "lda_figures", "lda_view", "TOP_WORDS"]
 
 TOP_WORDS = 8
 """Words shown per topic."""
@@ -43,18 +44,33 @@ def _extras(result: Any) -> dict:
 # ---------------------------------------------------------------------------------------------- CTM
 
 
+def set_covariance(critic, result_set: Any, docs: Sequence[Document]) -> np.ndarray | None:
+    """A set's aggregated-posterior covariance ``(K, K)``: kept while the set was scored
+    (``result_set.posterior_summary``, :class:`~critics.topics.ctm_plots.SetCovariance`), else -- a result read back
+    from a report -- its documents ``docs`` projected again; ``None`` when fewer than 2 documents project."""
+    from .ctm_plots import SetCovariance, aggregated_covariance
+
+    kept = getattr(result_set, "posterior_summary", None)
+    if isinstance(kept, SetCovariance):
+        return kept.covariance
+    try:
+        return aggregated_covariance(critic, docs)
+    except ValueError:  # fewer than 2 projected documents
+        return None
+
+
 def ctm_figures(critic, result: Any, documents: Mapping[str, Sequence[Document]], *, clamp: float = 5.0
                 ) -> dict[str, Any]:
     """Fig. 6 for each candidate set whose documents are given (caption -> figure).  The covariances are
-    those of the sets' aggregated posteriors, so the documents are projected again."""
-    from .ctm_plots import aggregated_covariance, clustered_order, covariance_heatmaps_figure
+    those of the sets' aggregated posteriors (:func:`set_covariance`): kept while the sets were scored, else
+    their documents projected again."""
+    from .ctm_plots import clustered_order, covariance_heatmaps_figure
 
     reference = result.reference.name
     if reference not in documents:
         return {}
-    try:
-        ref_cov = aggregated_covariance(critic, documents[reference])
-    except ValueError:  # fewer than 2 projected documents
+    ref_cov = set_covariance(critic, result.reference, documents[reference])
+    if ref_cov is None:
         return {}
     order = clustered_order(ref_cov)
     nll = {s.name: s.latent_nll for s in result.sets}
@@ -62,9 +78,8 @@ def ctm_figures(critic, result: Any, documents: Mapping[str, Sequence[Document]]
     for name in result.candidates:
         if name not in documents:
             continue
-        try:
-            cov = aggregated_covariance(critic, documents[name])
-        except ValueError:
+        cov = set_covariance(critic, result.candidates[name], documents[name])
+        if cov is None:
             continue
         fig = covariance_heatmaps_figure({reference: ref_cov, name: cov}, reference=reference, order=order,
                                          clamp=clamp, latent_nll=nll)

@@ -15,8 +15,16 @@ __all__ = ["CtmView", "LdaView"]
 class CtmView(CriticView):
     def report_figures(self, critic, result, documents) -> dict:
         """Paper fig. 6 for each candidate set: its aggregated-posterior topic covariance beside the
-        reference's, topics in the clustered order of the reference (:mod:`critics.topics.report`)."""
+        reference's, topics in the clustered order of the reference (:mod:`critics.topics.report`); each set's
+        covariance kept while it was scored (:meth:`posterior_summary`), else its documents projected again."""
         return ctm_figures(critic, result, documents)
+
+    def posterior_summary(self, critic):
+        """The set's aggregated-posterior covariance (:class:`~critics.topics.ctm_plots.AggregatedCovariance`):
+        ``K x K`` numbers kept of the set's posteriors, however many documents it has."""
+        from .ctm_plots import AggregatedCovariance
+
+        return AggregatedCovariance()
 
     def document_view(self, critic, doc: Document, result) -> str | None:
         """The document's heaviest topics with their weights, z-scores under the prior and top words; topics

@@ -42,6 +42,9 @@ def test_the_catalogue_describes_what_the_plugins_register(fresh):
         here = {name: entry.description for name, entry in listed().items()}
         assert getattr(cached, table) == {name: here[name] for name in getattr(cached, table)}, table
     assert "mauve_text" in cached.metrics and "manpages" in cached.corpora and cached.plugin_errors == {}
+    plugins = {name: card.plugin for name, card in cached.critics.items()}  # what a saved critic's load imports
+    assert {k: plugins[k] for k in ("sections", "sections-classifier", "lda", "ctm", "hsmm")} == {
+        "sections": "sections", "sections-classifier": "sections", "lda": "topics", "ctm": "topics", "hsmm": "hsmm"}
 
 
 def test_a_kept_catalogue_is_read_without_building_it_again(fresh, monkeypatch, capsys):
@@ -104,7 +107,7 @@ def test_a_changed_plugin_file_rebuilds_the_catalogue_and_a_broken_one_is_named(
     monkeypatch.setenv("CRITIC_PLUGINS", str(plugin))
     card = catalogue().critics["title-count"]
     assert (card.summary, card.needs) == ("Poisson prior over the section count.", "documents with section titles")
-    assert card.settings == ("floor: a number (default 0.001)",)
+    assert card.settings == ("floor: a number (default 0.001)",) and card.plugin == str(plugin)
     assert "title-count" not in registry.list_critics(plugins=False)  # read in another interpreter, not here
     plugin.write_text(PLUGIN.format(doc="Section counts, Poisson."))
     os.utime(plugin, ns=(plugin.stat().st_atime_ns, plugin.stat().st_mtime_ns + 10**9))

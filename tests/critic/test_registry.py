@@ -39,3 +39,17 @@ def test_two_plugin_files_of_the_same_name_are_two_plugins(tmp_path, isolated):
     loaded = registry.load_plugins()
     assert [loaded[str(p.resolve())].VALUE for p in (first, second)] == [1, 2]
     assert registry._import_plugin(str(first)) is loaded[str(first.resolve())]  # each file imported once
+
+
+def test_one_plugin_is_imported_alone_and_found_from_its_modules(tmp_path, isolated, monkeypatch):
+    """Issue 40: a saved critic's load imports the one plugin that defines it (:func:`registry.load_plugin`), found
+    from the critic's module (:func:`registry.plugin_of`); a broken one is recorded as load_plugins records it."""
+    good, broken = tmp_path / "good.py", tmp_path / "broken.py"
+    good.write_text("VALUE = 1\n")
+    broken.write_text("raise ImportError('no such library')\n")
+    monkeypatch.setenv(registry.PLUGINS_ENV, f"{good}{registry.os.pathsep}{broken}")
+    assert registry.plugin_of("critics.sections.critic") == "sections" and registry.plugin_of("critics") is None
+    assert registry.plugin_of(registry._file_module(good)) == str(good)
+    assert registry.load_plugin(str(good)) and list(registry._PLUGINS) == [str(good)]
+    assert not registry.load_plugin(str(broken)) and not registry.load_plugin("no-such-plugin")
+    assert registry.plugin_errors() == {str(broken): f"{broken}: ImportError: no such library"}

@@ -74,6 +74,70 @@ def test_report_from_free_text_generations(job, capsys):
     assert np.isfinite(panel.results["lda"].set("mymodel").latent_nll)
 
 
+@pytest.fixture(scope="module")
+def ctm_dir(job):
+    """A small CTM fitted on the same man pages (4 topics, few EM iterations)."""
+    tmp, data, _, _ = job
+    assert main(["fit", "ctm", "--train", str(data / "train.jsonl"), "--out", str(tmp / "ctm"), "--params",
+                 '{"num_topics": 4, "em_iterations": 10, "infer_steps": 50}']) == 0
+    return tmp / "ctm"
+
+
+def test_report_projects_each_set_once_per_critic(job, ctm_dir, monkeypatch):
+    """Issue 40: ``critic report`` with the section, CTM and LDA critics projects each set once per critic (the
+    scoring's projection); the figures read what scoring kept (the CTM's fig. 6 covariances, the LDA's gammas),
+    and are those drawn from the sets projected again, as a report read back (which keeps no posteriors) does."""
+    from critic.inputs import InputOptions
+    from critic.report import critic_figures
+    from critic.workflows import read_sets
+    from critics.sections import SectionTransitionCritic
+    from critics.topics.ctm_critic import CorrelatedTopicCritic
+    from critics.topics.lda import LdaCodeMixCritic
+
+    tmp, data, generations, gens = job
+    reference_ids = {d.id for d in read_jsonl(data / "test.jsonl")}
+    batches: dict[str, list[list[str]]] = {}
+
+    def counting(cls):
+        project = cls.project
+
+        def counted(self, docs):
+            batches.setdefault(cls.__name__, []).append([d.id for d in docs])
+            return project(self, docs)
+
+        return counted
+
+    classes = (SectionTransitionCritic, CorrelatedTopicCritic, LdaCodeMixCritic)
+    for cls in classes:
+        monkeypatch.setattr(cls, "project", counting(cls))
+    out = tmp / "three"
+    assert main(["report", "--critic", str(tmp / "sections"), "--critic", f"ctm={ctm_dir}",
+                 "--critic", f"lda={tmp / 'topics'}", "--reference", str(data / "test.jsonl"),
+                 "--candidate", f"mymodel={gens}", "--sections", "markdown", "--top", "5", "--flag-level", "0.5",
+                 "--n-bootstrap", "50", "--out", str(out)]) == 0
+    assert set(batches) == {cls.__name__ for cls in classes}
+    for name, calls in batches.items():  # every set fits one batch: one project call per set and critic
+        assert [{"reference" if i in reference_ids else "mymodel" for i in ids} for ids in calls] == \
+            [{"reference"}, {"mymodel"}], name
+        ids = [i for ids in calls for i in ids]
+        assert len(ids) == len(set(ids)) == len(reference_ids) + len(generations), name
+    monkeypatch.undo()
+
+    # the figures of the report are those of the sets projected again (what the report drew before issue 40)
+    panel = load_results(out)
+    assert all(s.posterior_summary is None for r in panel.results.values() for s in r.sets)  # never written
+    reference, candidates, _ = read_sets(data / "test.jsonl", {"mymodel": gens}, InputOptions(sections="markdown"),
+                                         log=lambda line: None)
+    critics = {label: Critic.load(folder) for label, folder in
+               (("sections", tmp / "sections"), ("ctm", ctm_dir), ("lda", tmp / "topics"))}
+    again = critic_figures(critics, panel, {"reference": reference, **candidates})
+    assert len(again["ctm"]) == 1 and len(again["lda"]) == 1 and len(again["sections"]) == 1
+    html = (out / "index.html").read_text()
+    for label, figures in again.items():
+        for caption, markup in figures.items():
+            assert markup.startswith("<svg") and markup in html, (label, caption)
+
+
 @pytest.mark.parametrize("args, message", [
     (["--candidate", "reference=GENS"], "'reference' is the reference set's name"),
     (["--candidate", "a=missing.jsonl"], "missing.jsonl: no such file or folder"),

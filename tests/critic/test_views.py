@@ -62,3 +62,55 @@ def test_the_report_shows_a_registered_view_on_a_flag_s_page(tutorial, views, tm
     write_report(panel, tmp_path / "r", documents={"reference": reference, "odd": odd},
                        critics={"count": critic})
     assert '<p class="count">12 sections</p>' in (tmp_path / "r" / "documents" / "0.html").read_text()
+
+
+def test_a_view_keeps_what_it_needs_of_the_posteriors_while_a_set_is_scored(tutorial, views):
+    """Issue 40: a view's posterior summary is given each projection that scores a set (the set's only projection)
+    and its result is kept on the set's result, never written; the scoring is untouched, and a critic's own
+    ``project`` (a wrapper of the instance) is kept."""
+    from critic.views import PosteriorSummary, posterior_summary
+
+    critic = tutorial.SectionCountCritic().fit(docs([3, 4, 5, 4, 4, 2, 6], "t"))
+    reference, odd = docs([3, 4, 5, 4, 4, 3, 5, 4, 2, 6, 4, 5], "r"), docs([12, 4], "c")
+    plain = criticize(critic, reference, {"odd": odd}, n_bootstrap=20, n_permutations=20)
+    assert posterior_summary(critic) is None and all(s.posterior_summary is None for s in plain.sets)
+
+    class Steps(PosteriorSummary):  # what a figure might need: the documents' M(x), summed
+        def __init__(self):
+            self.ids, self.total = [], 0.0
+
+        def add(self, projection):
+            self.ids += projection.doc_ids
+            self.total += float(projection.latent_steps.sum())
+
+        def result(self):
+            return self.ids, self.total
+
+    class StepsView(CriticView):
+        def posterior_summary(self, critic):
+            return Steps()
+
+    register_view(tutorial.SectionCountCritic, StepsView())
+    calls = []
+
+    def own(batch, _project=critic.project):
+        calls.append(len(batch))
+        return _project(batch)
+
+    critic.project = own
+    result = criticize(critic, reference, {"odd": odd}, n_bootstrap=20, n_permutations=20)
+    assert vars(critic)["project"] is own and calls == [len(reference), len(odd)]
+    for s, want in zip(result.sets, (reference, odd)):
+        assert s.posterior_summary == ([d.id for d in want], sum(d.latent_steps for d in s.documents))
+        assert "posterior_summary" not in s.to_dict(documents=True)
+    assert result.to_dict() == plain.to_dict()  # the same numbers, the same results.json
+
+    del critic.project
+    broken = docs([3, 0], "b")  # a projection that raises leaves no observer on the critic
+    critic.project = lambda batch: (_ for _ in ()).throw(RuntimeError("boom"))
+    with pytest.raises(RuntimeError, match="boom"):
+        criticize(critic, broken, n_bootstrap=20, n_permutations=20)
+    assert vars(critic)["project"].__name__ == "<lambda>"
+    del critic.project
+    result = criticize(critic, reference, n_bootstrap=20, n_permutations=20)
+    assert "project" not in vars(critic) and result.reference.posterior_summary[0] == [d.id for d in reference]

@@ -212,9 +212,9 @@ def test_each_distinct_title_is_normalised_once(monkeypatch):
     calls = Counter()
     original = TitleNormalizer.__call__
 
-    def counting(self, title):
+    def counting(self, title, *lemma):
         calls[title] += 1
-        return original(self, title)
+        return original(self, title, *lemma)
 
     monkeypatch.setattr(TitleNormalizer, "__call__", counting)
     train = [doc(f"t{i}", ["Intro", "Methods", "Results", "See Also"]) for i in range(30)]
@@ -225,6 +225,56 @@ def test_each_distinct_title_is_normalised_once(monkeypatch):
     titles = ["Intro", "Methods", "Results", "See Also", "Discussion"]
     assert {t: calls[t] for t in titles} == dict.fromkeys(titles, 1)
     assert critic.titles(test[0]) == ["result", "intro", "discussion"]
+
+
+def test_a_loaded_critic_lemmatises_its_training_words_without_simplemma(tmp_path, monkeypatch):
+    """Issue 40: the fitted critic keeps word -> lemma of its training titles and drop titles (saved with it), so
+    scoring titles made of those words never reads simplemma's dictionary; a new word still goes to simplemma, and
+    the scores are those of normalising every title afresh."""
+    from critics.sections import normalize
+
+    train = [doc(f"t{i}", ["Introduction", "Methods", "2 Results", "See Also"]) for i in range(3)]
+    critic = SectionTransitionCritic(delta=0.1).fit(train)
+    drop_words = {w for t in critic.drop_titles for w in TitleNormalizer().words(t)}
+    assert critic.lemmas_ == {w: normalize.lemma(w) for w in sorted({"introduction", "methods", "results", *drop_words})}
+    assert critic.lemmas_["results"] == "result" and list(critic.lemmas_) == sorted(critic.lemmas_)
+    assert SectionTransitionCritic(delta=0.1, normalize_titles=False).fit(train).lemmas_ == {}
+    critic.save(tmp_path / "c")
+    known = [doc("k", ["METHODS", "Introduction", "Results 3", "see also"])]
+    new = [doc("n", ["Methods", "Discussions"])]
+    want = critic.score(known + new).latent_nll
+
+    looked_up, original = [], normalize._lemma
+
+    def simplemma(word):
+        looked_up.append(word)
+        return original(word)
+
+    monkeypatch.setattr(normalize, "_lemma", simplemma)
+    again = Critic.load(tmp_path / "c")
+    assert again.lemmas_ == critic.lemmas_
+    assert again.score(known).latent_nll.tolist() == want[:1].tolist() and looked_up == []
+    assert again.score(new).latent_nll.tolist() == want[1:].tolist() and looked_up == ["discussions"]
+    assert again.titles(new[0]) == ["method", "discussion"]
+
+
+def test_a_critic_saved_without_lemmas_loads_and_scores_the_same(tmp_path):
+    """A critic saved before the lemma table lemmatises every word with simplemma, as it did."""
+    import json
+
+    import torch
+
+    from critic.critic import _state_digest
+
+    critic = SectionTransitionCritic(delta=0.1).fit(TRAIN + [doc("e", ["Intro", "Notes", "Results"])])
+    path = critic.save(tmp_path / "c")
+    meta = json.loads((path / "critic.json").read_text())
+    del meta["state"]["lemmas"]
+    meta["state_sha256"] = _state_digest(meta, torch.load(path / "tensors.pt", weights_only=True), meta["files"])
+    (path / "critic.json").write_text(json.dumps(meta))
+    again = Critic.load(path)
+    test = [doc("x", ["Results", "intro", "method", "Notes"]), doc("y", ["Intros", "Results"])]
+    assert again.lemmas_ == {} and again.score(test).latent_nll.tolist() == critic.score(test).latent_nll.tolist()
 
 
 def test_project_reports_unusable_documents_as_failures():

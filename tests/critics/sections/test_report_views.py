@@ -137,6 +137,45 @@ def test_classifier_view_shows_its_map_types_and_their_probabilities(pages, sets
     assert "&lt;script&gt;" in with_title and "<script>" not in with_title
 
 
+def test_classifier_pdd_and_fig4_read_the_labels_scoring_kept(pages, sets, monkeypatch):
+    """Issue 40: the classifier critic's PDD and fig. 4 take each scored document's MAP types from its extras (the
+    scoring classified it once); they equal those of the sets classified again, as a result without extras gets."""
+    from critic.panel import PanelResult, add_set_statistics
+
+    critic = ClassifierSectionCritic(delta=DELTA).fit(pages["train"], validation=pages["valid"])
+    untitled = [d.replace_sections([Section(None, s.text) for s in d.sections]) for d in sets["permuted"]]
+    empty = Document("empty", (Section("x", " "),))  # skipped: a blank section
+    candidates = {"permuted": sets["permuted"], "untitled": untitled + [empty]}  # ids shared with the reference
+    documents = {"reference": sets["reference"], **candidates}
+    classified = []
+    classify = type(critic)._classify
+
+    def counted(self, docs):
+        classified.append([d.id for d in docs])
+        return classify(self, docs)
+
+    monkeypatch.setattr(type(critic), "_classify", counted)
+    panel = PanelResult({"c": criticize(critic, sets["reference"], candidates, n_bootstrap=20, n_permutations=20)})
+    add_set_statistics(panel, sets["reference"], candidates, critics={"c": critic})
+    figures = {caption: svg_markup(fig)
+               for caption, fig in report_figures(critic, panel.results["c"], documents).items()}
+    assert len(figures) == 2
+    assert [ids for ids in classified if ids != ["empty"]] == [[d.id for d in docs] for docs in (
+        sets["reference"], sets["permuted"], untitled)]  # each set once (the skipped document alone again: cheap)
+
+    bare = PanelResult({"c": criticize(critic, sets["reference"], candidates, n_bootstrap=20, n_permutations=20)})
+    for s in bare.results["c"].sets:  # a result without the labels: the sets classified again
+        for d in s.documents:
+            d.extras.pop("labels")
+    before = len(classified)
+    add_set_statistics(bare, sets["reference"], candidates, critics={"c": critic})
+    assert len(classified) > before
+    got, want = panel.results["c"], bare.results["c"]
+    assert [s.statistics["pdd"] for s in got.sets] == [s.statistics["pdd"] for s in want.sets]
+    assert got.set("permuted").statistics["pdd"] > 0
+    assert figures == {caption: svg_markup(fig) for caption, fig in report_figures(critic, want, documents).items()}
+
+
 def test_a_critic_fitted_on_one_section_type_says_it_cannot_tell_documents_apart(tmp_path, capsys):
     import json as _json
 

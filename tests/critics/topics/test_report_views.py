@@ -76,6 +76,57 @@ def test_ctm_fig6_per_candidate(ctm, ctm_sets, ctm_result):
     assert report_figures(ctm, ctm_result, {"one-topic": ctm_sets["one-topic"]}) == {}
 
 
+@pytest.mark.parametrize("mean_only, batch_size", [(False, None), (True, None), (False, 7)])
+def test_ctm_fig6_reads_the_covariances_scoring_kept_and_projects_nothing(ctm, ctm_sets, monkeypatch, mean_only,
+                                                                          batch_size):
+    """Issue 40: criticize keeps each set's aggregated-posterior covariance (``K x K``, nothing per document) from
+    the projections that scored it, equal to the one of the set projected again (the very numbers when the set is
+    one batch, to rounding when several are merged); fig. 6 reads it without projecting, and is the figure a
+    result read back (no covariance kept) draws by projecting the sets again."""
+    import math
+
+    from critic.results import CriticismResult
+    from critics.topics.ctm_plots import SetCovariance, aggregated_covariance, posterior_moments
+
+    monkeypatch.setattr(ctm, "mean_only", mean_only)
+    if batch_size is not None:
+        monkeypatch.setattr(ctm, "batch_size", batch_size)
+    batches = sum(math.ceil(len(docs) / ctm.batch_size) for docs in ctm_sets.values())
+    calls = []
+    project = type(ctm).project
+
+    def counted(self, docs):
+        calls.append([d.id for d in docs])
+        return project(self, docs)
+
+    monkeypatch.setattr(type(ctm), "project", counted)
+    result = criticize(ctm, ctm_sets["reference"], {"one-topic": ctm_sets["one-topic"]}, n_bootstrap=20,
+                       n_permutations=20)
+    assert len(calls) == batches == (2 if batch_size is None else 7)  # each set projected once
+    assert "project" not in vars(ctm)  # the scoring's observer is gone
+    figures = {caption: svg_markup(fig) for caption, fig in report_figures(ctm, result, ctm_sets).items()}
+    assert len(calls) == batches and len(figures) == 1  # drawn without projecting
+    for s in result.sets:
+        kept = s.posterior_summary
+        assert isinstance(kept, SetCovariance) and kept.n == s.n and kept.covariance.shape == (4, 4)
+        _, m, v = posterior_moments(ctm, ctm_sets[s.name])  # projected again, independently
+        assert (v == 0).all() == mean_only
+        want = np.cov(m, rowvar=False, bias=True) + np.diag(v.mean(0))
+        if batch_size is None:
+            np.testing.assert_array_equal(kept.covariance, want)
+            np.testing.assert_array_equal(kept.covariance, aggregated_covariance(ctm, ctm_sets[s.name]))
+        else:
+            np.testing.assert_allclose(kept.covariance, want, rtol=1e-12, atol=1e-14)
+        assert "posterior_summary" not in s.to_dict(documents=True)  # never written
+    read_back = CriticismResult.from_dict(result.to_dict(), {s.name: s.documents for s in result.sets})
+    assert read_back.reference.posterior_summary is None
+    before = len(calls)
+    again = {caption: svg_markup(fig) for caption, fig in report_figures(ctm, read_back, ctm_sets).items()}
+    assert len(calls) == before + batches  # without kept covariances: each set projected again
+    if batch_size is None:
+        assert again == figures
+
+
 def test_ctm_view_of_an_unprojectable_document_says_why(ctm):
     doc = Document("x", (Section("<script>", "the and of <b>"),))
     view = document_view(ctm, doc, None)
