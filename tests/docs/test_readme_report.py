@@ -22,14 +22,18 @@ def readme_commands(section: str) -> list[list[str]]:
     return [shlex.split(line) for line in block.replace("\\\n", " ").splitlines() if line.strip()]
 
 
-def test_own_generations_to_html_in_three_commands(tmp_path, monkeypatch, fixture_manpage_root):
+def test_own_generations_to_html_in_three_commands_after_command_1(tmp_path, monkeypatch, fixture_manpage_root):
+    """The block runs verbatim in a clean folder where command 1's main job ran (its config's man-page root set
+    to the shipped fixture): its corpus in runs/manpages/data/, the generations written as a user's would be."""
     commands = readme_commands("Criticise your own generations")
     assert 1 <= len(commands) <= 3 and all(c[0] == "critic" for c in commands)
     monkeypatch.chdir(tmp_path)
-    assert main(["data", "build", "manpages", "--root", str(fixture_manpage_root), "--no-install",
-                 "--out", "data/manpages"]) == 0
+    config = (README.parent / "experiments" / "manpages" / "sections.toml").read_text()
+    Path("sections.toml").write_text(config.replace('root = "/usr/share/man"', f'root = "{fixture_manpage_root}"'))
+    assert main(["run", "sections.toml", "--out", "runs/manpages"]) == 0  # command 1's main job
+    data = Path("runs/manpages/data")
     generations = [{"text": "\n\n".join(f"# {s.title}\n{s.text}" for s in d.sections)}
-                   for d in read_jsonl("data/manpages/test.jsonl") + read_jsonl("data/manpages/valid.jsonl")]
+                   for d in read_jsonl(data / "test.jsonl") + read_jsonl(data / "valid.jsonl")]
     Path("generations.jsonl").write_text("".join(json.dumps(g) + "\n" for g in generations))
     for command in commands:
         assert main(command[1:]) == 0, command
