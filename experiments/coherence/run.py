@@ -1,10 +1,14 @@
 """Runner of the coherence study (paper sec. 4, app. E; tables 2 and 12, fig. 4).
 
 ``critic run experiments/coherence/cpu.toml --out DIR`` does, for each corpus in ``corpora``
-(man pages, linux-doc), in ``DIR/<corpus>/``:
+(man pages, linux-doc; arXiv, PubMed and Wikipedia as ``critic data convert`` writes them), in
+``DIR/<corpus>/``:
 
 ==================  ===============================================================
-``data/``           the built corpus (``critic data build``)
+``data/``           the corpus's train/valid/test splits: built (``critic data build``,
+                    ``kind = "built"``) or read from converted document JSONL
+                    (``kind = "converted"``: a file per split, or one file split by a
+                    hash of each document id)
 ``filtered/``       app. E: titles normalised, boilerplate dropped, filters
 ``critic/``         the section critic with a classifier posterior P(z_m | x_m)
 ``tokenizer/``      (``[lm] model = "tiny"``) a BPE tokenizer trained on train
@@ -18,7 +22,8 @@
 and finally ``DIR/table2.md``: the paper's table 2 layout for all corpora.  Every stage is
 keyed by the part of the config it depends on (:mod:`critic.stages`); a rerun reuses what is
 done and resumes what was interrupted (LM training from its checkpoint, sampling from the
-last generation written).
+last generation written).  ``paper-arxiv.toml``, ``paper-pubmed.toml`` and ``paper-wikipedia.toml`` study the
+paper's corpora (docs/experiments/coherence.md says how to get and convert them).
 
 Sets: ``data`` is the real test split; its MAUVE and PDD compare the validation split with
 it (real text against real text), the LMs' compare their samples with it.  All three are
@@ -27,14 +32,18 @@ projected by the same classifier posterior, as in the paper.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
+from collections import Counter
+from contextlib import ExitStack
+from itertools import islice
 from pathlib import Path
 
-from critic.config import Key, Pattern
+from critic.config import ConfigError, Key, Pattern
 from critic.critic import Critic
-from critic.document import write_jsonl
-from critic.io import atomic_write_text
+from critic.document import Document, DocumentError, iter_jsonl, write_jsonl
+from critic.io import atomic_open, atomic_write_text, sha256_file
 from critic.lm.openings import MAN_NAME_START
 from critic.registry import get_corpus
 from critic.results import CriticismResult
@@ -43,6 +52,7 @@ from critic.study import Pipeline, load_results, settings_table, register_study,
 from critic.workflows import fit_critic
 from critics.sections import CorpusFilter
 from critics.sections.classifier_critic import ClassifierSectionCritic
+from critics.sections.normalize import FilterReport
 from experiments.lm_stages import (LM_CHECK, LM_TABLE, SAMPLE_TABLE, SPLITS, LmStages, add_openings, read_splits,
                                    word_ppl)
 from experiments.tables import openings_line, set_comparison
@@ -53,14 +63,39 @@ __all__ = ["main", "SCHEMA", "FORMATS"]
 
 FORMATS = {"lm_w_title": True, "lm_wo_title": False}
 """Set name -> whether the LM is trained with section titles (paper: W/ Title, W/O Title)."""
-CORPORA = ("manpages", "linux-doc")
+BUILT = ("manpages", "linux-doc")
+"""Corpora ``critic data build NAME`` builds from their source files (``kind = "built"``, ``root``)."""
+CONVERTED = ("arxiv", "pubmed", "wikipedia")
+"""The paper's corpora, as ``critic data convert cohan|wikipedia`` writes them (``kind = "converted"``)."""
+CORPORA = (*BUILT, *CONVERTED)
+KINDS = ("built", "converted")
+FILES = ("documents", "train", "valid", "test")
+"""A converted corpus's files: one ``documents`` file split here, or one file per split."""
 FILTER_KEYS = ("min_sections", "min_section_tokens", "max_section_tokens", "min_title_count", "max_document_tokens")
+FILTER_CHUNK = 10_000
+"""Documents filtered at a time: a converted Wikipedia dump never sits in memory whole, only what the length
+filters keep."""
+COHAN_OPENING = r"[a-z0-9@]"
+"""W/O Title openings of Cohan et al.'s arXiv and PubMed: their text is lower-cased, with @xmath / @xcite
+placeholders, so a document opens with a lower-case word, a number or a placeholder (no character tells a
+document's start from a sentence's middle here; the prose rule's capital would count no training document)."""
 
 
-def _corpus_table(root: str, min_sections: int, min_section_tokens: int, max_section_tokens: int,
-                  min_title_count: int, opening: str | None = None) -> dict[str, Key]:
+def _corpus_table(kind: str, min_sections: int, min_section_tokens: int, max_section_tokens: int,
+                  min_title_count: int, *, root: str | None = None, opening: str | None = None) -> dict[str, Key]:
+    file_help = ("kind = \"converted\": document JSONL of the {} split (critic data convert; e.g. Cohan et al.'s "
+                 "{}); relative paths are read from the folder critic run runs in")
     return {
-        "root": Key(str, root, help="where the corpus's source files are"),
+        "kind": Key(str, kind, choices=KINDS, help='"built": critic data build <this corpus> from root; '
+                                                  '"converted": document JSONL files (critic data convert cohan | '
+                                                  'wikipedia): documents, or train, valid and test'),
+        "root": Key(str, *([root] if root else []), help='kind = "built": where the corpus\'s source files are'),
+        "documents": Key(str, help='kind = "converted": one document JSONL (a converted Wikipedia dump), split into '
+                                   'train/valid/test by a hash of each document id with valid_fraction and '
+                                   'test_fraction; relative paths are read from the folder critic run runs in'),
+        "train": Key(str, help=file_help.format("training", "train.txt")),
+        "valid": Key(str, help=file_help.format("validation", "val.txt")),
+        "test": Key(str, help=file_help.format("test", "test.txt")),
         "min_sections": Key(int, min_sections, min=1, help="app. E: sections a document keeps"),
         "min_section_tokens": Key(int, min_section_tokens, min=0, help="fewest whitespace tokens of a section"),
         "max_section_tokens": Key(int, max_section_tokens, min=1, help="most whitespace tokens of a section"),
@@ -68,17 +103,56 @@ def _corpus_table(root: str, min_sections: int, min_section_tokens: int, max_sec
         "max_document_tokens": Key(int, min=1, help="most whitespace tokens of a whole document, so an LM can "
                                                    "generate it within [sample] max_new_tokens (absent: no limit)"),
         "max_train_documents": Key(int, min=1, help="keep the first N training documents (absent: all)"),
-        "valid_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of documents in the validation split"),
-        "test_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of documents in the test split"),
+        "valid_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of documents in the validation split (built, "
+                                                             "or converted from one documents file)"),
+        "test_fraction": Key(float, 0.1, gt=0, max=0.5, help="share of documents in the test split (built, or "
+                                                            "converted from one documents file)"),
         "opening": Key(str, *([opening] if opening else []),
                        help="W/O Title: a regular expression the start of a text matches when it begins as a "
                             "document (absent: a capital, a digit or a quote; critic.lm.openings)"),
     }
 
 
+@dataclasses.dataclass(frozen=True)
+class CorpusSource:
+    """A check of the config: each studied corpus says where its documents come from in one way -- built from
+    ``root`` (a corpus ``critic data build`` knows), or converted files: ``documents``, or ``train``, ``valid``
+    and ``test``.  Whether the files exist is checked when the run starts, before any stage."""
+
+    def problem(self, config) -> tuple[str, str | None, str] | None:
+        for corpus in config.get("corpora") or ():
+            table = config.get(corpus) or {}
+            given = [k for k in FILES if table.get(k) is not None]
+            if table.get("kind") == "built":
+                if corpus not in BUILT:
+                    return corpus, "kind", (f"[{corpus}] kind = 'built': only {', '.join(BUILT)} are built from "
+                                            f"their sources; give {corpus} as kind = \"converted\" with documents "
+                                            "or train, valid and test (critic data convert)")
+                if given:
+                    return corpus, given[0], (f"[{corpus}] {given[0]} names a converted corpus's file, but kind = "
+                                              "'built' (set kind = \"converted\" to read the files)")
+                continue
+            if not given:
+                return corpus, None, (f"[{corpus}] kind = 'converted' needs documents = FILE (split here) or "
+                                      "train, valid and test (a file per split), from critic data convert")
+            if "documents" in given and len(given) > 1:
+                return corpus, given[1], (f"[{corpus}] give documents (one file, split here) or train, valid and "
+                                          f"test, not both: {', '.join(given)}")
+            missing = [k for k in SPLITS if k not in given]
+            if "documents" not in given and missing:
+                return corpus, given[0], (f"[{corpus}] {', '.join(given)} given without {', '.join(missing)}: a "
+                                          "converted corpus gives every split's file (or one documents file)")
+        return None
+
+
 SCHEMA = study_schema({
-    "manpages": _corpus_table("/usr/share/man", 3, 1, 2000, 5, opening=MAN_NAME_START),
-    "linux-doc": _corpus_table("/usr/share/doc/linux-doc-6.1/Documentation", 3, 30, 2000, 10),
+    "manpages": _corpus_table("built", 3, 1, 2000, 5, root="/usr/share/man", opening=MAN_NAME_START),
+    "linux-doc": _corpus_table("built", 3, 30, 2000, 10, root="/usr/share/doc/linux-doc-6.1/Documentation"),
+    # app. E: sections of 30-2000 tokens; titles seen >= 200 (arXiv), 500 (PubMed), 4,000 (Wikipedia) times in
+    # train; Wikipedia counts its introduction as an "abstract" section, so it keeps >= 4 sections
+    "arxiv": _corpus_table("converted", 3, 30, 2000, 200, opening=COHAN_OPENING),
+    "pubmed": _corpus_table("converted", 3, 30, 2000, 500, opening=COHAN_OPENING),
+    "wikipedia": _corpus_table("converted", 4, 30, 2000, 4000),
     "lm": LM_TABLE,
     "sample": SAMPLE_TABLE,
     "critic": settings_table(ClassifierSectionCritic, keep=("classifier", "encoder", "finetune", "mode", "delta_grid",
@@ -95,11 +169,43 @@ SCHEMA = study_schema({
     "pdd_bins": Key(int, 5, min=1, help="positional bins of PDD over the posterior labels"),
     "error_threshold": Key(float, 0.01, gt=0, help="table 12: a transition with P_c below is an error"),
     "graph_threshold": Key(float, 0.05, gt=0, help="fig. 4: red edges have P_c below this"),
-}, keys={"corpora": Key(list[str], list(CORPORA), choices=CORPORA, help="corpora studied, each in OUT/<name>/")},
-   checks=(LM_CHECK, *(Pattern(corpus, "opening") for corpus in CORPORA)))
+}, keys={"corpora": Key(list[str], list(BUILT), choices=CORPORA, help="corpora studied, each in OUT/<name>/ "
+                                                                    "(absent: the built ones)")},
+   checks=(LM_CHECK, CorpusSource(), *(Pattern(corpus, "opening") for corpus in CORPORA)))
+
+
+def _files(settings: dict) -> dict[str, Path]:
+    """A converted corpus's files (``documents``, or ``train``, ``valid`` and ``test``) as paths."""
+    return {k: Path(settings[k]) for k in FILES if settings.get(k) is not None}
+
+
+def _check_files(config: dict) -> None:
+    """Every studied converted corpus's files exist: a wrong path stops the run before any stage, not after the
+    corpora before it were studied."""
+    for corpus in config["corpora"]:
+        if config[corpus]["kind"] != "converted":
+            continue
+        for key, path in _files(config[corpus]).items():
+            if not path.is_file():
+                raise ConfigError(f"[{corpus}] {key} = {str(path)!r}: no such file (write it with critic data "
+                                  f"convert {'wikipedia' if corpus == 'wikipedia' else 'cohan'} SOURCE --out FILE)")
+
+
+def _data_key(corpus: str, settings: dict) -> dict:
+    """What the data stage is keyed by: a built corpus's source and split; a converted corpus's files by their
+    SHA-256 (read once a run: moving a file keeps its stages, changing it redoes them)."""
+    if settings["kind"] == "built":
+        return {"corpus": corpus, **{k: settings[k] for k in ("root", "valid_fraction", "test_fraction")}}
+    files = _files(settings)
+    key = {"corpus": corpus, "kind": "converted", "sha256": {k: sha256_file(p) for k, p in files.items()}}
+    if "documents" in files:
+        key.update(valid_fraction=settings["valid_fraction"], test_fraction=settings["test_fraction"])
+    return key
 
 
 def _build(run: Pipeline, stage: Stage, corpus: str, settings: dict) -> None:
+    if settings["kind"] == "converted":
+        return _split_converted(run, stage, corpus, settings)
     with run.computing(stage):
         report = get_corpus(corpus).build(stage.path, root=Path(settings["root"]),
                                           valid_fraction=settings["valid_fraction"],
@@ -107,10 +213,67 @@ def _build(run: Pipeline, stage: Stage, corpus: str, settings: dict) -> None:
     run.log(f"built corpus: {report.counts}")
 
 
+def _line(doc: Document) -> str:
+    return json.dumps(doc.to_dict(), ensure_ascii=False) + "\n"
+
+
+def _split_converted(run: Pipeline, stage: Stage, corpus: str, settings: dict) -> None:
+    """``data/{train,valid,test}.jsonl`` from converted document JSONL, streamed (a converted Wikipedia is large):
+    a file per split copied, or one ``documents`` file split by :func:`critic.corpora.manpages.split_of` of each
+    id (SHA-1 of the id against valid_fraction and test_fraction, as the built corpora are split)."""
+    from critic.corpora.manpages import split_of
+
+    files = _files(settings)
+    counts, seen, repeated = Counter(), {}, []
+    with run.computing(stage), ExitStack() as stack:
+        out = {s: stack.enter_context(atomic_open(stage.path / f"{s}.jsonl")) for s in SPLITS}
+        sources = ([(files["documents"], None)] if "documents" in files else [(files[s], s) for s in SPLITS])
+        for path, fixed in sources:
+            for doc in iter_jsonl(path):
+                split = fixed or split_of(doc.id, valid_fraction=settings["valid_fraction"],
+                                          test_fraction=settings["test_fraction"])
+                if seen.setdefault(doc.id, split) != split:
+                    repeated.append(doc.id)
+                out[split].write(_line(doc))
+                counts[split] += 1
+        empty = [s for s in SPLITS if not counts[s]]
+        if empty:
+            raise DocumentError(f"[{corpus}] no documents in the {' and '.join(empty)} split(s) of "
+                                f"{', '.join(map(str, files.values()))}")
+        build = {"counts": {s: counts[s] for s in SPLITS}, "files": {k: str(p) for k, p in files.items()},
+                 "ids_in_two_splits": repeated[:20], "n_ids_in_two_splits": len(repeated)}
+        atomic_write_text(stage.path / "build.json", json.dumps(build, indent=1) + "\n")
+    run.log(f"converted corpus: {dict(build['counts'])}"
+            + (f"; {len(repeated)} ids in two splits (e.g. {repeated[0]!r})" if repeated else ""))
+
+
+def _chunks(docs):
+    while chunk := list(islice(docs, FILTER_CHUNK)):
+        yield chunk
+
+
+def filter_splits(filt: CorpusFilter, directory: Path) -> tuple[dict[str, list[Document]], FilterReport]:
+    """``filt.apply`` to the splits in ``directory``, streamed: the per-document rules (boilerplate dropped,
+    section counts and lengths) a chunk at a time, then the title rule (titles counted on the kept training
+    documents) on what they keep.  The same documents and reasons as ``filt.apply(read_splits(directory))``."""
+    each = dataclasses.replace(filt, min_title_count=0)
+    kept, report = {s: [] for s in SPLITS}, FilterReport()
+    for s in SPLITS:
+        for chunk in _chunks(iter_jsonl(directory / f"{s}.jsonl")):
+            part, r = each.apply({s: chunk})
+            kept[s] += part[s]
+            report.removed.update(r.removed)
+            report.sections_dropped.update(r.sections_dropped)
+    # titles are normalised and boilerplate is gone: the title rule alone (the other rules hold already)
+    kept, r = dataclasses.replace(filt, normalizer=str, drop_titles=()).apply(kept)
+    report.removed.update(r.removed)
+    return kept, report
+
+
 def _filter(run: Pipeline, stage: Stage, data: Stage, corpus: str, settings: dict) -> None:
     with run.computing(stage):
         filt = CorpusFilter(**{k: settings.get(k) for k in FILTER_KEYS})
-        kept, report = filt.apply(read_splits(data.path))
+        kept, report = filter_splits(filt, data.path)
         if settings.get("max_train_documents"):
             kept["train"] = kept["train"][:settings["max_train_documents"]]
         empty = [s for s in SPLITS if not kept[s]]
@@ -232,8 +395,7 @@ def _report(run: Pipeline, stage: Stage, corpus: str, filtered: Stage, critic_st
 
 def _study(run: Pipeline, corpus: str) -> CriticismResult:
     settings = run.config[corpus]
-    data = run.stage("data", {"corpus": corpus, **{k: settings[k] for k in ("root", "valid_fraction",
-                                                                             "test_fraction")}})
+    data = run.stage("data", _data_key(corpus, settings))
     filtered = run.stage("filtered", {k: settings.get(k) for k in (*FILTER_KEYS, "max_train_documents")},
                          upstream=[data])
     critic_stage = run.stage("critic", run.config["critic"], upstream=[filtered])
@@ -255,6 +417,7 @@ def _study(run: Pipeline, corpus: str) -> CriticismResult:
 @register_study("coherence", SCHEMA, "paper sec. 4: LMs with and without titles, classifier posterior, table 2")
 def main(run: Pipeline) -> dict[str, CriticismResult]:
     """Run every corpus's stages (resumed when unchanged), print each report and table 2."""
+    _check_files(run.config)
     results = {}
     for corpus in run.config["corpora"]:
         start = time.perf_counter()

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -17,22 +15,6 @@ STAGES = ("data", "filtered", "critic", "tokenizer", "lm_w_title", "samples_w_ti
           "lm_wo_title", "samples_wo_title", "ppl_wo_title", "report")
 
 
-def write_config(toy_preset, path: Path, manroot: Path, *, n: int = 16) -> Path:
-    """The cpu preset with the man-page fixture and toy sizes (same keys, so the preset's schema is tested)."""
-    replace = {
-        'root = "/usr/share/man"': f'root = "{manroot}"\nvalid_fraction = 0.25\ntest_fraction = 0.25',
-        "min_title_count = 5\nmax_document_tokens = 400": "min_title_count = 2",
-        "threads = 2": "threads = 1",
-        'model = "smollm2"': 'model = "tiny"\nvocab_size = 400\nlayers = 1\nheads = 2\ndim = 32',
-        "context = 1024": "context = 96", "batch_size = 8": "batch_size = 4", "bf16 = true": "bf16 = false",
-        "learning_rate = 5e-4": "learning_rate = 3e-3", "epochs = 20": "epochs = 1",
-        "max_tokens = 320_000": "max_tokens = 12000",
-        "n = 240": f"n = {n}", "batch_size = 24": "batch_size = 4", "max_new_tokens = 1023": "max_new_tokens = 120",
-        "n_bootstrap = 1000": "n_bootstrap = 50", "n_permutations = 2000": "n_permutations = 50",
-    }
-    return toy_preset("coherence", path, replace)
-
-
 @pytest.fixture
 def run(run_experiment):
     """``run(config, out)``: (what it printed, stage -> 'reused' or 'computed')."""
@@ -40,8 +22,8 @@ def run(run_experiment):
 
 
 @pytest.fixture(scope="module")
-def first(toy_job, fixture_manpage_root, toy_preset):
-    return toy_job("coherence", lambda path: write_config(toy_preset, path, fixture_manpage_root))
+def first(toy_job, fixture_manpage_root, coherence_config):
+    return toy_job("coherence", lambda path: coherence_config(path, fixture_manpage_root))
 
 
 def test_results_have_the_three_sets_with_word_and_latent_ppl(first, report_json):
@@ -140,14 +122,13 @@ def test_data_latent_ppl_and_pdd_recomputed_from_the_saved_critic(first, report_
         pdd(index(valid), index(test), num_bins=5, num_classes=len(critic.vocab_)), rel=1e-12)
 
 
-def test_rerun_reuses_every_stage_and_a_sampling_change_redoes_only_what_follows(first, run, tmp_path,
-                                                                                 fixture_manpage_root, toy_preset,
-                                                                                 report_json):
+def test_rerun_reuses_every_stage_and_a_sampling_change_redoes_only_what_follows(
+        first, run, tmp_path, fixture_manpage_root, coherence_config, report_json):
     config, out = first
     printed, how = run(config, out)
     assert how == dict.fromkeys(STAGES, "reused")
     assert "## Table 2" in printed
-    changed = write_config(toy_preset, tmp_path / "job.toml", fixture_manpage_root, n=18)
+    changed = coherence_config(tmp_path / "job.toml", fixture_manpage_root, n=18)
     before = (out / "manpages" / "lm_w_title" / "best").stat().st_mtime_ns
     _, how = run(changed, out)
     redone = {s for s, h in how.items() if h == "computed"}
