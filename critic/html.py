@@ -1,7 +1,8 @@
 """The HTML report: one self-contained page a researcher opens from disk, and a page per flagged document.
 
 Everything is inline: CSS in a ``<style>``, figures as ``<svg>`` elements, a few lines of plain
-JavaScript for sorting and filtering the outlier table.  Nothing is fetched: no CDN, no font, no server.
+JavaScript for sorting and filtering the outlier table.  The wide tables (summary, outliers) scroll sideways
+inside their own box, so the page keeps its column at any window width.  Nothing is fetched: no CDN, no font, no server.
 The outlier table's filter lives in the page's fragment (``index.html#filter=TEXT&min=K``: rows whose
 set, id or critics contain TEXT and that K or more critics flag), so a filtered view is a link.
 
@@ -44,6 +45,7 @@ td.l,th.l{text-align:left}.warn{background:#fff4d6;border-left:4px solid #e0a800
 margin-right:.25rem;font-size:.85em}figure{margin:1rem 0}figure svg{max-width:100%;height:auto}
 pre.doc{white-space:pre-wrap;background:#f7f8fa;padding:.8rem;border-radius:4px}
 .section-title{font-weight:600;margin-top:1rem}input,select{font:inherit;padding:.2rem .4rem}
+.scroll{overflow-x:auto;max-width:100%}.scroll>table{margin:.6rem 0}
 """
 
 _JS = """
@@ -166,7 +168,8 @@ def summary_html(results: Mapping[str, CriticismResult]) -> str:
             "<th>value</th><th>95% CI</th><th>Δ vs reference</th><th>95% CI</th><th>p-value</th><th>skipped</th>"
             "<th>unknown</th><th class=\"l\">other statistics</th></tr>")
     rows = [row for label, result in results.items() for row in _summary_rows(label, result)]
-    return (f"<table id=\"summary\"><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
+    return (f"<div class=\"scroll\"><table id=\"summary\"><thead>{head}</thead><tbody>{''.join(rows)}</tbody>"
+            "</table></div>"
             "<p class=\"muted\">Each critic's statistic is the one that fits its latent: Latent PPL for discrete "
             f"chains, Latent NLL for continuous latents. {_e(TWO_SIDED_NOTE)}</p>")
 
@@ -200,7 +203,8 @@ def _outlier_table(panel: PanelResult, flags: list[Flag]) -> str:
     rule = (f"A flag: {panel.rule} (at most {panel.top} per critic and set, the least likely). Outlier p: "
             f"{'; '.join(scores)}. Documents flagged by several critics come first, then by their smallest q-value. "
             "Why: what each critic's prior finds least likely in the document, most important first.")
-    return (controls + f"<table id=\"outliers\"><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
+    return (controls + f"<div class=\"scroll\"><table id=\"outliers\"><thead>{head}</thead><tbody>{''.join(rows)}"
+            "</tbody></table></div>"
             f"<p class=\"muted\">{_e(rule)}</p>")
 
 

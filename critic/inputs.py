@@ -5,7 +5,10 @@ the registered formats (:func:`critic.registry.register_format`; :data:`FORMAT_N
 per-sample logs (``lm-eval``), Parquet (``parquet``), a folder written by ``datasets``'
 ``save_to_disk`` (``datasets``), a folder of ``.txt`` files (``text-dir``), one generation per line
 (``lines``) and one text file with a separator between generations (``text``).  ``auto``
-(:func:`detect_format`) tells them apart by suffix, folder contents and the first JSON line.
+(:func:`detect_format`) tells them apart by suffix, folder contents and the first JSON line.  An lm-eval
+``--output_path`` folder is several sets, one per samples file, named by model and task
+(:func:`lm_eval_output`, :func:`expand_lm_eval_outputs`); an lm-eval run's generations held in memory are read
+as its samples file would be (:func:`lm_eval_generations`).
 
 Free text becomes a :class:`Document` with sections as :attr:`InputOptions.sections` says: by default
 (``auto``) split at its Markdown headings when it has any, else one untitled section; or always one untitled
@@ -31,7 +34,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from .document import Document, DocumentError, Section, _json_type, check_file, collector_paused, compression, \
     UniqueIds, is_pipe, iter_input_lines, iter_json_lines, iter_jsonl, read_input, uncompressed_name
@@ -39,8 +42,9 @@ from .registry import get_format, list_formats, register_format
 from .spans import Span
 from .terminal import path_text
 
-__all__ = ["InputOptions", "ReadReport", "InputFormat", "FORMAT_NAMES", "LM_EVAL_TEXTS", "iter_documents",
-           "read_documents", "LineInput", "SpanRead", "line_input", "detect_format", "split_sections"]
+__all__ = ["InputOptions", "ReadReport", "InputFormat", "DocumentBuilder", "FORMAT_NAMES", "LM_EVAL_TEXTS", "iter_documents",
+           "read_documents", "LineInput", "SpanRead", "line_input", "detect_format", "split_sections", "LmEvalOutput",
+           "lm_eval_output", "expand_lm_eval_outputs", "lm_eval_generations"]
 
 BATCH_ROWS = 1024
 """Rows per record batch read from a Parquet file (it is never loaded whole)."""
@@ -254,7 +258,7 @@ def _is_json(value: Any) -> bool:
     return True
 
 
-class _Builder:
+class DocumentBuilder:
     """Turns one input's generations into documents: skips empty text, makes and claims ids (:attr:`ids`),
     counts how the sections were found in the report."""
 
@@ -366,7 +370,7 @@ class InputFormat:
     folder_suffix: str | None = None
     suffixes: tuple[str, ...] = ()
 
-    def documents(self, path: Path, options: InputOptions, build: _Builder) -> Iterator[Document]:
+    def documents(self, path: Path, options: InputOptions, build: DocumentBuilder) -> Iterator[Document]:
         """The documents at ``path``, made with ``build``; :class:`DocumentError` for bad input."""
         raise NotImplementedError
 
@@ -420,7 +424,7 @@ class TextJsonlFormat(InputFormat):
 
 
 _UNSET = object()
-_LM_EVAL_NAME = re.compile(r"samples_(?P<task>.+)_\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(\.\d+)?\.jsonl")
+_LM_EVAL_NAME = re.compile(r"samples_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(\.\d+)?)\.jsonl")
 
 
 class LmEvalFormat(InputFormat):
@@ -521,6 +525,109 @@ def _takes_generation_arguments(arguments: Any) -> bool:
     first = _first_request(arguments)
     return first is None or (isinstance(first, list) and len(first) > 1 and isinstance(first[1], dict))
 
+
+
+def lm_eval_generations(generations: Iterable[Any], options: InputOptions = InputOptions(), *, name: str,
+                        report: ReadReport) -> Iterator[Document]:
+    """The documents of an lm-eval task's generations held in memory, one per sample in order (an lm-eval run's own
+    ``process_results`` items: :mod:`critic.lm_eval`), made as :class:`LmEvalFormat` makes those of the samples
+    file the run logs: the k-th generation is the document ``str(k)`` (the sample's ``doc_id`` in a run over the
+    whole task on one process), sections as ``options`` say, an empty one skipped and counted in ``report`` (listed
+    in its ``skipped_documents`` when that is a list), ``{"task": name}`` its metadata.  ``options.lm_eval_text``
+    must be ``continuation``: the prompt is not among the items.  ``report`` is finished by the caller."""
+    if options.lm_eval_text != "continuation":
+        raise DocumentError(f"{name}: the generations of an lm-eval run are read alone (lm_eval_text "
+                            f"'continuation'), not {options.lm_eval_text!r}: the prompt is not among them")
+    report.name, report.format = name, LmEvalFormat.name
+    build = DocumentBuilder(name, options, report)
+    for number, generation in enumerate(generations):
+        where = f"{name} sample {number}"
+        if not isinstance(generation, str):
+            raise DocumentError(f"{where}: a generation must be a string, got a {_json_type(generation)}")
+        doc = build.document(where, number, generation, str(number), {"task": name})
+        if doc is not None:
+            report.n_read += 1
+            yield doc
+
+
+# ------------------------------------------------------------------ lm-eval output folders
+@dataclass(frozen=True)
+class LmEvalOutput:
+    """The samples files of an lm-evaluation-harness ``--output_path`` folder (:func:`lm_eval_output`).
+
+    lm-eval writes ``OUTPUT/MODEL/results_DATE.json`` and, with ``--log_samples``, one
+    ``OUTPUT/MODEL/samples_TASK_DATE.jsonl`` per task (``MODEL``: the model's name with ``/`` and other characters
+    a path cannot hold made ``__``), adding files on every run and replacing none.  ``sets`` names each samples file
+    ``MODEL/TASK``, or ``TASK`` for one directly in the folder (a model's folder, or that of an ``--output_path
+    FILE.json``), in the order of their names; of several runs of one model and task it holds the latest (by the
+    date in the file's name) and lists the others in ``superseded``."""
+
+    folder: Path
+    sets: dict[str, Path]
+    superseded: tuple[Path, ...] = ()
+
+    def not_one_set(self) -> DocumentError:
+        """The error of reading the folder where one set is read (a folder is no format of its own)."""
+        return DocumentError(f"{path_text(self.folder)}: an lm-eval output folder of {len(self.sets)} samples file(s) "
+                             f"({', '.join(self.sets)}): give one of them, e.g. "
+                             f"{path_text(next(iter(self.sets.values())))}, or the folder as candidate sets "
+                             "(NAME=DIR: each samples file a set)")
+
+    def note(self) -> str | None:
+        """What was left out, for the log (``None`` when nothing was)."""
+        if not self.superseded:
+            return None
+        return (f"{path_text(self.folder)}: an lm-eval output folder: each model and task read from its latest run; "
+                f"{len(self.superseded)} earlier samples file(s) left out: "
+                + ", ".join(path_text(p.relative_to(self.folder)) for p in self.superseded))
+
+
+def lm_eval_output(path: str | Path) -> LmEvalOutput | None:
+    """``path`` as an lm-eval ``--output_path`` folder (:class:`LmEvalOutput`): a folder holding samples files
+    (``samples_TASK_DATE.jsonl``) or folders that hold them, hidden ones aside; ``None`` for anything else."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return None
+    latest: dict[str, tuple[str, Path]] = {}
+    superseded: list[Path] = []
+
+    def scan(where: Path, prefix: str) -> None:
+        for file in sorted(where.iterdir()):
+            match = _LM_EVAL_NAME.fullmatch(file.name)
+            if match is None or not file.is_file():
+                continue
+            name, run = prefix + path_text(match["task"]), (match["date"], file)
+            if name in latest:
+                older, run = sorted([latest[name], run])
+                superseded.append(older[1])
+            latest[name] = run
+
+    scan(folder, "")
+    for sub in sorted(folder.iterdir()):
+        if sub.is_dir() and not sub.name.startswith("."):
+            scan(sub, path_text(sub.name) + "/")
+    if not latest:
+        return None
+    return LmEvalOutput(folder, {name: latest[name][1] for name in sorted(latest)}, tuple(sorted(superseded)))
+
+
+def expand_lm_eval_outputs(named: Mapping[str, str | Path], options: InputOptions = InputOptions(), *,
+                           log: Callable[[str], None] | None = None) -> dict[str, Path]:
+    """``named`` (set name -> path) with each lm-eval ``--output_path`` folder (:func:`lm_eval_output`; read so when
+    ``options.format`` is ``auto`` or ``lm-eval``) replaced by its samples files, ``NAME/MODEL/TASK`` each
+    (``NAME/TASK`` for a model's folder); files and other folders are kept as given.  What a folder left out
+    (earlier runs) is said through ``log``; a set name given twice is a :class:`ValueError`."""
+    out: dict[str, Path] = {}
+    for name, path in named.items():
+        output = lm_eval_output(path) if options.format in ("auto", LmEvalFormat.name) else None
+        parts = {name: Path(path)} if output is None else {f"{name}/{sub}": file for sub, file in output.sets.items()}
+        if output is not None and output.note() and log is not None:
+            log(output.note())
+        for part, file in parts.items():
+            if part in out:
+                raise ValueError(f"the set name {part!r} is given twice: {path_text(out[part])} and {path_text(file)}")
+            out[part] = file
+    return out
 
 class ParquetFormat(InputFormat):
     name = "parquet"
@@ -719,6 +826,9 @@ def _detect_format(path: Path, options: InputOptions, formats: list[InputFormat]
             if names & set(fmt.folder_files) or (
                     fmt.folder_suffix and any(Path(n).suffix.lower() == fmt.folder_suffix for n in names)):
                 return fmt.name
+        output = lm_eval_output(path)
+        if output is not None:
+            raise output.not_one_set()
         known = [n for f in formats for n in f.folder_files] + [f"{f.folder_suffix} files" for f in formats
                                                                  if f.folder_suffix]
         raise DocumentError(f"{path}: " + ("empty folder" if not names else f"a folder with none of {', '.join(known)}")
@@ -770,7 +880,7 @@ def iter_documents(path: str | Path, options: InputOptions = InputOptions(), *, 
     report = ReadReport() if report is None else report
     report.path, report.format = str(path), fmt
     report.name = name if name is not None else _input_name(path)
-    build = _Builder(report.name, options, report)
+    build = DocumentBuilder(report.name, options, report)
     for doc in get_format(fmt).documents(path, options, build):
         report.n_read += 1
         yield doc
@@ -811,7 +921,7 @@ class LineInput:
     def read(self, span: Span) -> SpanRead:
         """The documents of ``span`` (a span of this file); :class:`DocumentError` as for the whole file."""
         report = ReadReport(path=self.path, format=self.options.format, name=self.name, skipped_documents=[])
-        build = _Builder(self.name, self.options, report)
+        build = DocumentBuilder(self.name, self.options, report)
         with collector_paused():
             documents = list(get_format(self.options.format).documents(span, self.options, build))
         report.n_read = len(documents)

@@ -40,7 +40,7 @@ from .critic import Critic
 from .criticism import criticize
 from .document import Document, DocumentError, iter_json_lines
 from .settings import FLAG_FDR, FLAG_TOP
-from .results import SCHEMA_VERSION, CriticismResult, DocumentResult, json_ready
+from .results import SCHEMA_VERSION, CriticismResult, DocumentResult, json_ready, markdown_table
 from .views import set_statistics
 
 __all__ = ["Flag", "PanelResult", "criticize_panel", "explain_flags", "explain_outliers", "add_set_statistics",
@@ -124,12 +124,16 @@ class PanelResult:
         return (f"outlier p-value at most {self.level:g}, document by document (no multiplicity control: among n "
                 f"real documents about {self.level:g} n are flagged by chance)")
 
+    def is_flagged(self, document: DocumentResult) -> bool:
+        """Whether this panel's rule flags a candidate document: its q-value at most ``fdr``, or its outlier p-value
+        at most ``level`` (``top`` aside; the reference's documents are never flagged)."""
+        if self.fdr is not None:
+            return document.q_value is not None and document.q_value <= self.fdr
+        return document.outlier_p_value <= self.level
+
     def _flags(self, documents: list[DocumentResult]) -> list[DocumentResult]:
         """The documents of one set that one critic flags, least likely first (all of them, before ``top``)."""
-        if self.fdr is not None:
-            chosen = [d for d in documents if d.q_value <= self.fdr]
-        else:
-            chosen = [d for d in documents if d.outlier_p_value <= self.level]
+        chosen = [d for d in documents if self.is_flagged(d)]
         return sorted(chosen, key=lambda d: (d.outlier_p_value, -d.latent_nll_per_step, d.id))
 
     def heading(self) -> str:
@@ -178,8 +182,34 @@ class PanelResult:
                            "reads": self.reads, "flags": {"fdr": self.fdr, "level": self.level, "top": self.top,
                                                           "counts": self.flag_counts()}})
 
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame, a row per document and critic (``documents.jsonl``'s rows): ``critic`` (the label),
+        ``set``, ``id``, T(x) ``latent_nll``, M(x) ``latent_steps``, ``latent_nll_per_step``, ``outlier_p_value``,
+        ``q_value``, ``flagged`` (by this panel's rule, ``top`` aside: :meth:`is_flagged`), ``skipped`` (why a
+        document could not be projected; its numbers NaN) and the other fields of
+        :class:`~critic.results.DocumentResult` (:func:`critic.frame.result_rows`)."""
+        from . import frame
+
+        rows = [row for label, result in self.results.items()
+                for row in frame.result_rows(result, label, flag=self.is_flagged)]
+        return frame.frame(rows, frame.DOCUMENT_COLUMNS)
+
+    def summary(self) -> Any:
+        """A pandas DataFrame, a row per critic and set (``results.json``'s set statistics): ``n``, the critic's
+        ``headline`` statistic, Latent PPL and Latent NLL with their CIs and comparisons with the reference
+        (``*_difference`` with its CI, ``*_p_value``), ``flagged`` (how many documents; 0 for the reference), the
+        skipped and unknown counts, the statistics beside them and the warnings (:func:`critic.frame.set_summary`)."""
+        from . import frame
+
+        counts = self.flag_counts()
+        rows = [row for label, result in self.results.items()
+                for row in frame.result_summary_rows(result, label, flagged=counts[label])]
+        return frame.frame(rows, frame.SUMMARY_COLUMNS)
+
     def __str__(self) -> str:
-        return "\n\n".join(str(r) for r in self.results.values())
+        return "\n\n".join(markdown_table(r, label) for label, r in self.results.items())
+
+    __repr__ = __str__  # the tables, not every document's result
 
 
 def _check_rule(fdr: float | None, level: float | None) -> None:

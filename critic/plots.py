@@ -2,7 +2,9 @@
 
 Figures are drawn with matplotlib's object API on an Agg canvas
 (:func:`new_figure`): no ``pyplot``, no global backend switch, no state left
-behind.  :func:`save_figure` writes the PNG atomically.
+behind.  :func:`save_figure` writes the PNG atomically, with its caption in the file (PNG ``Description`` text,
+SVG ``dc:description``) where one is given: :func:`figure_caption` reads it back, and a report shows a figure file
+under its caption rather than its name.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import numpy as np
 from .io import atomic_open
 from .results import CriticismResult
 
-__all__ = ["new_figure", "save_figure", "svg_markup", "latent_nll_histogram", "latent_nll_histogram_figure"]
+__all__ = ["new_figure", "save_figure", "figure_caption", "svg_markup", "latent_nll_histogram",
+           "latent_nll_histogram_figure"]
 
 
 def new_figure(figsize: tuple[float, float] = (7, 4), dpi: int = 120):
@@ -28,12 +31,39 @@ def new_figure(figsize: tuple[float, float] = (7, 4), dpi: int = 120):
     return fig
 
 
-def save_figure(fig, path: str | Path) -> Path:
-    """Save ``fig`` at ``path``, atomically: SVG for a ``.svg`` name, else PNG."""
+def save_figure(fig, path: str | Path, *, caption: str | None = None) -> Path:
+    """Save ``fig`` at ``path``, atomically: SVG for a ``.svg`` name, else PNG; ``caption`` (one sentence or a few
+    saying what the figure shows) kept in the file, for :func:`figure_caption`."""
     path = Path(path)
+    svg = path.suffix == ".svg"
+    metadata = {"Description": caption} if caption else {}
+    if svg:
+        metadata["Date"] = None
     with atomic_open(path, "wb") as fh:
-        fig.savefig(fh, format="svg" if path.suffix == ".svg" else "png")
+        fig.savefig(fh, format="svg" if svg else "png", metadata=metadata)
     return path
+
+
+def figure_caption(path: str | Path) -> str | None:
+    """The caption :func:`save_figure` kept in the figure file at ``path`` (a PNG's ``Description`` text, an SVG's
+    ``dc:description``); ``None`` for a file without one, of another kind, or unreadable."""
+    path = Path(path)
+    try:
+        if path.suffix == ".svg":
+            import html
+            import re
+
+            found = re.search(r"<dc:description>(.*?)</dc:description>", path.read_text(encoding="utf-8"), re.S)
+            return html.unescape(found.group(1)) if found else None
+        with open(path, "rb") as fh:
+            if fh.read(8) != b"\x89PNG\r\n\x1a\n":
+                return None
+        from PIL import Image
+
+        with Image.open(path) as image:
+            return image.text.get("Description") or None
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
 
 
 def svg_markup(fig) -> str:

@@ -33,11 +33,14 @@ import importlib
 import importlib.util
 import os
 import sys
+import time
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Generic, TypeVar
+
+from .terminal import get_logger
 
 __all__ = [
     "Registry",
@@ -74,6 +77,8 @@ __all__ = [
     "SetupEntry",
     "CommandEntry",
 ]
+
+_log = get_logger(__name__)
 
 PLUGIN_GROUP = "critic.plugins"
 PLUGINS_ENV = "CRITIC_PLUGINS"
@@ -327,12 +332,17 @@ def load_plugin(name: str) -> bool:
 def _load_plugin(name: str, spec: str) -> bool:
     if name in _PLUGINS or name in _PLUGIN_ERRORS:
         return name in _PLUGINS
+    started = time.perf_counter()
     try:
         _PLUGINS[name] = _import_plugin(spec)
     except SystemExit as exc:  # sys.exit() on import would end the command, status 0, having done nothing
         _PLUGIN_ERRORS[name] = f"{spec}: called sys.exit({exc.code!r}) while being imported"
     except Exception as exc:  # a broken optional plugin must not break the core
         _PLUGIN_ERRORS[name] = f"{spec}: {type(exc).__name__}: {exc}"
+    if name in _PLUGINS:
+        _log.debug("plugin %r imported (%s) in %.2f s", name, spec, time.perf_counter() - started)
+    else:
+        _log.debug("plugin %r failed to import: %s", name, _PLUGIN_ERRORS[name])
     return name in _PLUGINS
 
 

@@ -84,12 +84,31 @@ def write_documents_jsonl(result: CriticismResult | PanelResult, path: str | Pat
     return path
 
 
-def _png_markup(path: Path) -> str:
-    """A PNG figure inlined as a data URI (the report stays one self-contained folder of pages)."""
+def _png_markup(path: Path, caption: str | None = None) -> str:
+    """A PNG figure inlined as a data URI (the report stays one self-contained folder of pages), described by its
+    caption (else its name)."""
     import base64
+    import html
 
     data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
-    return f'<img alt="{path.stem}" src="data:image/png;base64,{data}">'
+    return f'<img alt="{html.escape(caption or path.stem, quote=True)}" src="data:image/png;base64,{data}">'
+
+
+def _run_figures(drawn: Mapping[str, Path], folder: Path) -> dict[str, str]:
+    """A run's own figures, caption -> markup: each under the caption kept in its file
+    (:func:`critic.plots.figure_caption`), else its name, linking to its file in the report ``folder``."""
+    import html
+    from urllib.parse import quote
+
+    from .plots import figure_caption
+
+    shown = {}
+    for name, path in drawn.items():
+        caption = figure_caption(path)
+        link = quote(path.relative_to(folder).as_posix()) if path.is_relative_to(folder) else None
+        markup = _png_markup(path, caption)
+        shown[caption or name] = (f'<a href="{html.escape(link, quote=True)}">{markup}</a>' if link else markup)
+    return shown
 
 
 def flagged_per_step(flags: Sequence[Flag], label: str) -> list[float]:
@@ -178,7 +197,7 @@ def write_report(panel: PanelResult, out_dir: str | Path, *, documents: Mapping[
         drawn = {name: Path(path) for name, path in (figures(tmp) if figures is not None else {}).items()}
         written.update({name: path.relative_to(tmp).as_posix() for name, path in drawn.items()})
         if drawn:
-            shown["Figures of this run"] = {name: _png_markup(path) for name, path in drawn.items()}
+            shown["Figures of this run"] = _run_figures(drawn, tmp)
         _write_html(panel, tmp, documents=documents, figures=shown, views=document_views)
     return {kind: out / name for kind, name in written.items()}
 

@@ -35,7 +35,6 @@ the critics' keys: a rerun recomputes only what changed.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +44,7 @@ from .inputs import FORMAT_NAMES, LM_EVAL_TEXTS, InputOptions
 from .io import sha256_file
 from .registry import get_critic, register_runner
 from .stages import Stage
+from .terminal import get_logger
 from .settings import CriticismSettings, criticism_keys
 from .workflows import criticise, fit_critic, read_set, read_sets
 
@@ -80,8 +80,12 @@ SCHEMA = Schema(
 _CRITIC_KEYS = {"label", "path", "fit", "train", "valid", "params", "calibration_folds"}
 
 
+_logger = get_logger(__name__)
+
+
 def _log(message: str) -> None:
-    print(f"[report] {message}", file=sys.stderr, flush=True)
+    """``critic: [report] message`` on stderr (logged at INFO: :mod:`critic.terminal`)."""
+    _logger.info("[report] %s", message)
 
 
 def _check_critics(entries: list[dict]) -> list[dict]:
@@ -141,7 +145,7 @@ def _critic(entry: dict, out: Path, device: str, seed: int, options: InputOption
     stage.commit()
     _log(f"critic {entry['label']}: {critic.fit_summary(len(train))}; calibration: {critic.calibration.summary()}")
     for warning in critic.fit_warnings():
-        _log(f"critic {entry['label']}: warning: {warning}")
+        _logger.warning("[report] critic %s: %s", entry["label"], warning)
     return critic, stage
 
 

@@ -162,6 +162,13 @@ class SetResult:
         """The comparison of the statistic ``headline`` (``"latent_ppl"`` or ``"latent_nll"``)."""
         return self.ppl_comparison if headline == "latent_ppl" else self.comparison
 
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame, a row per document of the set (``documents.jsonl``'s fields; a document that could not
+        be projected has its reason under ``skipped`` and no numbers): :func:`critic.frame.set_rows`."""
+        from . import frame
+
+        return frame.frame(frame.set_rows(self), frame.DOCUMENT_COLUMNS)
+
     def to_dict(self, *, documents: bool = False) -> dict:
         out = asdict(replace(self, posterior_summary=None))
         out.pop("posterior_summary")
@@ -271,6 +278,20 @@ class CriticismResult:
         pool.sort(key=lambda item: (item[1].outlier_p_value, -item[1].latent_nll_per_step))
         return Outliers(pool[:top], note=self.outlier_note)
 
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame, a row per document of every set, led by ``critic`` (the critic's name) and ``set``:
+        ``documents.jsonl``'s numbers (:func:`critic.frame.result_rows`)."""
+        from . import frame
+
+        return frame.frame(frame.result_rows(self, self.critic_name), frame.DOCUMENT_COLUMNS)
+
+    def summary(self) -> Any:
+        """A pandas DataFrame, a row per set: ``results.json``'s statistics, each CI as two columns and both
+        comparisons with the reference (:func:`critic.frame.set_summary`)."""
+        from . import frame
+
+        return frame.frame(frame.result_summary_rows(self, self.critic_name), frame.SUMMARY_COLUMNS)
+
     def to_dict(self) -> dict:
         """The ``results.json`` payload (NaN and infinities already replaced, see :func:`json_ready`)."""
         payload = {
@@ -305,6 +326,8 @@ class CriticismResult:
 
     def __str__(self) -> str:
         return markdown_table(self)
+
+    __repr__ = __str__  # the table, not every document's result
 
 
 def json_ready(obj: Any) -> dict:
@@ -410,6 +433,13 @@ class Outliers(list):
         return _outliers_markdown(self, self.note)
 
     __repr__ = __str__
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame, a row per listed document: ``rank``, ``set`` and the document's fields
+        (:func:`critic.frame.outlier_rows`)."""
+        from . import frame
+
+        return frame.frame(frame.outlier_rows(self), frame.DOCUMENT_COLUMNS)
 
 
 def outliers_table(result: CriticismResult, top: int = 10, name: str | None = None) -> str:

@@ -17,7 +17,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from .inputs import ReadReport, read_documents
+from .inputs import ReadReport, expand_lm_eval_outputs, lm_eval_output, read_documents
 from .settings import CriticismSettings
 
 if TYPE_CHECKING:  # annotations only
@@ -49,14 +49,16 @@ def read_sets(reference: str | Path, candidates: Mapping[str, str | Path], optio
     """The reference (its format always detected) and the candidate sets (read as ``options`` say), what the
     reader did with each (``reads``, by set name; said through ``log`` when worth saying), after checking that
     the candidates can be compared with the reference (:func:`~critic.criticism.require_comparable_shapes`;
-    ``option`` names how ``sections`` is given).  Returns ``(reference, candidates, reads)``."""
+    ``option`` names how ``sections`` is given).  A candidate that is an lm-eval ``--output_path`` folder is a set
+    per samples file, ``NAME/MODEL/TASK`` (:func:`~critic.inputs.expand_lm_eval_outputs`).  Returns
+    ``(reference, candidates, reads)``."""
     from .criticism import require_comparable_shapes
 
     reads: dict[str, dict] = {}
     ref_docs, reads["reference"] = read_set(reference, dataclasses.replace(options, format="auto"), "reference",
                                             log=log)
     sets = {}
-    for name, path in candidates.items():
+    for name, path in expand_lm_eval_outputs(candidates, options, log=log).items():
         sets[name], reads[name] = read_set(path, options, name, log=log)
     require_comparable_shapes(ref_docs, sets, sections=options.sections, option=option)
     return ref_docs, sets, reads
@@ -65,7 +67,16 @@ def read_sets(reference: str | Path, candidates: Mapping[str, str | Path], optio
 def read_set(path: str | Path, options: InputOptions, name: str | None = None, *,
              log: Callable[[str], None]) -> tuple[list[Document], dict[str, Any]]:
     """The documents at ``path`` and what the reader did (said through ``log`` when it skipped lines, made up
-    ids, split documents at headings or has a warning: :meth:`~critic.inputs.ReadReport.worth_saying`)."""
+    ids, split documents at headings or has a warning: :meth:`~critic.inputs.ReadReport.worth_saying`).  An lm-eval
+    ``--output_path`` folder holding one samples file (of its latest run) is that file; one holding several is a
+    :class:`~critic.document.DocumentError` naming them."""
+    output = lm_eval_output(path) if options.format in ("auto", "lm-eval") else None
+    if output is not None:
+        if len(output.sets) > 1:
+            raise output.not_one_set()
+        if output.note():
+            log(output.note())
+        (path,) = output.sets.values()
     report = ReadReport()
     docs = read_documents(path, options, name=name, report=report)
     if report.worth_saying():

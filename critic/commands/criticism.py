@@ -4,16 +4,19 @@ reports."""
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Sequence
 
+from .. import progress
 from ..cli_args import (add_criticism_options, add_input_arguments, common_options, input_options, named_file,
                         named_number, say, set_name)
 from ..io import check_replaceable
-from ..terminal import path_text
+from ..terminal import get_logger, path_text
+from ..tracking import add_track_option
 
 __all__ = ["cmd_compare", "cmd_outliers", "cmd_report", "add_compare", "add_report", "add_outliers"]
+
+_log = get_logger(__name__)
 
 
 def _candidates(named: Sequence[tuple[str, Path]], reference_name: str) -> dict[str, Path]:
@@ -29,9 +32,11 @@ def _candidates(named: Sequence[tuple[str, Path]], reference_name: str) -> dict[
 
 def cmd_compare(args) -> int:
     from ..critic import Critic
+    from ..tracking import target_from
 
     named = _candidates(args.candidate, "reference")
     settings = args.criticism
+    args.track = target_from(args.track)  # a bad target, or MLflow missing, said before any work
     check_replaceable(args.out, "report")  # before any work (and again when the report is swapped in)
     critic = Critic.load(args.critic_dir, device=args.device)
     return _criticise(args, {critic.name: critic}, {critic.name: args.critic_dir}, named, settings)
@@ -58,7 +63,7 @@ def cmd_outliers(args) -> int:
         if result.set(name).skipped:  # not ranked (input) or not compared with (reference): said, never dropped
             line = f"{path}: {describe_skips(result.set(name).skipped)}"  # printed through printable_streams
             print(line)
-            print(f"critic: warning: {line}", file=sys.stderr)
+            _log.warning("%s", line)
     _say_power(panel)
     return 0
 
@@ -69,7 +74,7 @@ def _say_power(panel) -> None:
         for line in lines:
             print(f"{label}: {line}")
             if line.startswith("cannot flag"):
-                print(f"critic: warning: {label}: {line}", file=sys.stderr)
+                _log.warning("%s: %s", label, line)
 
 
 def _critic_dirs(named: Sequence[str]) -> dict[str, Path]:
@@ -93,6 +98,7 @@ def _critic_dirs(named: Sequence[str]) -> dict[str, Path]:
 
 def cmd_report(args) -> int:
     from ..critic import Critic
+    from ..tracking import target_from
 
     named = _candidates(args.candidate, "reference")
     if not named:
@@ -103,6 +109,7 @@ def cmd_report(args) -> int:
             raise ValueError(f"--word-ppl {name}=...: no candidate set {name!r} (the candidates: {', '.join(named)})")
     settings = args.criticism
     dirs = _critic_dirs(args.critic)
+    args.track = target_from(args.track)  # a bad target, or MLflow missing, said before any work
     check_replaceable(args.out, "report")  # before any work (and again when the report is swapped in)
     critics = {label: Critic.load(path, device=args.device) for label, path in dirs.items()}
     return _criticise(args, critics, dirs, named, settings, word_ppl=word_ppl, mauve=args.mauve)
@@ -117,23 +124,46 @@ def _criticise(args, critics: dict, dirs: dict[str, Path], named: dict[str, Path
 
     reference, candidates, reads = read_sets(args.reference, named, input_options(args), log=say)
     panel = criticise(critics, reference, candidates, settings, seed=args.seed, reads=reads,
-                      paths={"reference": args.reference, **named}, word_ppl=word_ppl, mauve=mauve, progress=True)
+                      paths={name: read["path"] for name, read in reads.items()}, word_ppl=word_ppl, mauve=mauve,
+                      progress=progress.enabled())
     written = write_report(panel, args.out, documents={"reference": reference, **candidates}, critics=critics,
                            extra={"critic_dirs": {label: str(path) for label, path in dirs.items()}})
     print(panel)
     print(f"\n{len(panel.flagged())} flagged document(s) ({panel.rule})")
     _say_power(panel)
     print(f"wrote {', '.join(str(p) for p in written.values())}")
+    if args.track is not None:
+        _track(args, panel, dirs)
     return 0
+
+
+def _track(args, panel, dirs: dict[str, Path]) -> None:
+    """Log the criticism at ``args.track`` (:mod:`critic.tracking`), its report folder as the run's artifacts."""
+    from ..tracking import run_record, track
+
+    record = run_record(panel, command=args.command, report=args.out, settings=args.criticism, critic_dirs=dirs,
+                        seed=args.seed)
+    try:
+        where = track(args.track, record)
+    except RuntimeError as exc:
+        raise RuntimeError(f"the report is written ({args.out}); tracking it failed: {exc}") from None
+    _log.info("tracked: %s", where)
+
+
+def add_candidate_option(p: argparse.ArgumentParser) -> None:
+    """``--candidate NAME=FILE|DIR``, repeatable: the sets ``critic compare`` and ``critic report`` criticise."""
+    p.add_argument("--candidate", action="append", type=named_file, default=[], metavar="NAME=FILE|DIR",
+                   help="generations to criticise (an lm-eval --output_path folder: a set per samples file, "
+                        "NAME/MODEL/TASK), repeatable")
 
 
 def add_compare(p: argparse.ArgumentParser) -> None:
     p.add_argument("critic_dir", type=Path, help="a fitted critic's folder (critic fit --out)")
     p.add_argument("--reference", required=True, type=Path, help="real documents to compare with")
-    p.add_argument("--candidate", action="append", type=named_file, default=[], metavar="NAME=FILE",
-                   help="a set to criticise (generations), repeatable")
+    add_candidate_option(p)
     p.add_argument("--out", required=True, type=Path, help="report folder (index.html, results.json, ...)")
     add_criticism_options(p, top=10)
+    add_track_option(p)
     common_options(p)
     add_input_arguments(p, reference=True)
     p.set_defaults(func=cmd_compare)
@@ -143,8 +173,7 @@ def add_report(p: argparse.ArgumentParser) -> None:
     p.add_argument("--critic", action="append", required=True, metavar="[LABEL=]DIR",
                    help="a saved critic's folder, repeatable (label: the folder's name unless given)")
     p.add_argument("--reference", required=True, type=Path, help="real documents to compare with")
-    p.add_argument("--candidate", action="append", type=named_file, default=[], metavar="NAME=FILE",
-                   help="generations to criticise, repeatable")
+    add_candidate_option(p)
     p.add_argument("--out", required=True, type=Path, help="report folder (index.html, results.json, ...)")
     add_criticism_options(p)
     p.add_argument("--word-ppl", action="append", type=named_number, default=[], metavar="NAME=VALUE",
@@ -152,6 +181,7 @@ def add_report(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mauve", action="store_true",
                    help="MAUVE of each candidate against the reference (offline MiniLM features; sets of at least "
                         "50 documents)")
+    add_track_option(p)
     common_options(p)
     add_input_arguments(p, reference=True)
     p.set_defaults(func=cmd_report)

@@ -7,9 +7,13 @@ import contextlib
 import sys
 from pathlib import Path
 
+from .. import progress
 from ..cli_args import add_input_arguments, common_options, input_options, positive_int
+from ..terminal import get_logger
 
 __all__ = ["cmd_score", "cmd_merge", "add_score", "add_merge"]
+
+_log = get_logger(__name__)
 
 
 def cmd_score(args) -> int:
@@ -35,19 +39,19 @@ def cmd_score(args) -> int:
 
                 scorer = dask_scorer(client, args.critic_dir, critic, seed=args.seed, lines=lines)
             state = score_stream(critic, docs, args.out, source=args.input, seed=args.seed,
-                                 batches_per_chunk=args.chunk_batches, shard=shard, progress=True, scorer=scorer,
+                                 batches_per_chunk=args.chunk_batches, shard=shard, progress=progress.enabled(), scorer=scorer,
                                  report=read)
         scored = sum(chunk["documents"] for chunk in state["chunks"])
-        print(f"scored {len(state['chunks'])} of {state['chunks_total']} chunks ({scored} documents) into "
-              f"{args.out}" + (f" (shard {shard[0]}/{shard[1]}: critic merge puts the parts together)"
-                               if shard != (1, 1) else ""), file=sys.stderr)
+        _log.info("scored %d of %d chunks (%d documents) into %s%s", len(state["chunks"]), state["chunks_total"],
+                  scored, args.out, f" (shard {shard[0]}/{shard[1]}: critic merge puts the parts together)"
+                  if shard != (1, 1) else "")
     else:
         for _, output in scored_chunks(critic, docs, seed=args.seed, batches_per_chunk=args.chunk_batches,
                                        report=read):
             sys.stdout.write(output.data.decode("utf-8"))
             sys.stdout.flush()
     if read.worth_saying():
-        print(f"critic: {read.summary()}", file=sys.stderr)
+        _log.info("%s", read.summary())
     return 0
 
 

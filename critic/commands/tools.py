@@ -6,15 +6,17 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
-import sys
 from pathlib import Path
 from typing import Callable
 
 from .. import registry
 from ..cli_args import called_options, signature_options
 from ..helptext import plain_help
+from ..terminal import get_logger
 
 __all__ = ["cmd_data_build", "cmd_data_convert", "cmd_metric", "cmd_setup", "add_data", "add_metric", "add_setup"]
+
+_log = get_logger(__name__)
 
 
 def _build_option(text: str) -> tuple[str, object]:
@@ -62,7 +64,7 @@ def cmd_data_build(args) -> int:
     report = corpus.build(args.out, **_builder_options(args.corpus, corpus.build, options, given))
     print(json.dumps(report.counts))
     for new_id, old_id in list(getattr(report, "renamed", {}).items())[:5]:
-        print(f"critic: renamed a repeated document id {old_id!r} to {new_id!r}", file=sys.stderr)
+        _log.info("renamed a repeated document id %r to %r", old_id, new_id)
     return 0
 
 
@@ -89,7 +91,7 @@ def cmd_data_convert(args) -> int:
     if renamed:
         report["renamed duplicate ids"] = len(renamed)
         for new_id, old_id in list(renamed.items())[:5]:
-            print(f"critic: {args.input}: repeated document id {old_id!r} written as {new_id!r}", file=sys.stderr)
+            _log.info("%s: repeated document id %r written as %r", args.input, old_id, new_id)
     write_jsonl(docs, args.out)
     print(json.dumps(report))
     return 0

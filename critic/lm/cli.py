@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from ..cli_args import common_options, positive_int
 from ..io import output_lock
+from ..terminal import get_logger
 
 __all__ = ["add_parser"]
+
+_log = get_logger(__name__)
 
 _TINY_DEFAULTS = {"vocab": 4096, "layers": 4, "heads": 4, "dim": 256, "positions": 512}
 
@@ -77,7 +79,7 @@ def cmd_finetune(args) -> int:
     else:
         source, tokenizer = args.model, args.tokenizer
         if args.model == "smollm2":
-            print("critic: loading SmolLM2-135M from its GGUF file (dequantizing: about a minute)", file=sys.stderr)
+            _log.info("loading SmolLM2-135M from its GGUF file (dequantizing: about a minute)")
     with output_lock(args.out):  # two fine-tunings into one folder would interleave their checkpoints
         result = finetune(source, tokenizer, train, valid, fmt, args.out, config, progress=not args.quiet)
     print(f"best validation loss {result.best_valid_loss:.4f} nats/token at step {result.best_step} "

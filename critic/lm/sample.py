@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -42,6 +41,7 @@ import torch
 
 from ..document import Document, iter_jsonl, write_jsonl
 from ..io import atomic_write_text
+from ..terminal import get_logger
 from .budget import config_window, require_memory, sampling_memory
 from .format import DocumentFormat, GenerationParseError
 from .generations import Generation, LogWriter, read_log
@@ -50,6 +50,8 @@ from .runs import SETTINGS_FILE, claim_out_dir, derived_seed, read_json_object
 from .sampler import Warp, generate_batch
 
 __all__ = ["sample", "read_generations", "SampleReport", "parse_generation", "doc_id", "unused_special_ids"]
+
+_log = get_logger(__name__)
 
 LOG_FILE = "generations.jsonl"
 DOCUMENTS_FILE = "documents.jsonl"
@@ -149,8 +151,8 @@ def sample(model_dir: str | Path, out_dir: str | Path, *, n: int, batch_size: in
 
     log, torn = read_log(out_dir / LOG_FILE, n=n)
     if torn:
-        print(f"critic: {out_dir / LOG_FILE}: discarded a torn last line (a run was killed while writing it); "
-              "its generation is drawn again", file=sys.stderr)
+        _log.warning("%s: discarded a torn last line (a run was killed while writing it); its generation is drawn "
+                     "again", out_dir / LOG_FILE, extra={"label": ""})
     report = SampleReport(out_dir=out_dir, requested=n, written=len(log), new=0, parsed=0, torn_lines=torn)
     n_batches = math.ceil(n / batch_size)
     todo = [b for b in range(n_batches)
@@ -160,8 +162,9 @@ def sample(model_dir: str | Path, out_dir: str | Path, *, n: int, batch_size: in
                         max_new_tokens=max_new_tokens, seed=seed, device=dev, warp=warp, progress=progress,
                         on_write=on_write, mask_special_tokens=mask_special_tokens)
     if report.resume_mismatches:
-        print(f"critic: {out_dir}: {report.resume_mismatches} regenerated generation(s) differ from the ones "
-              "written before (another device or library version?); the written ones are kept", file=sys.stderr)
+        _log.warning("%s: %d regenerated generation(s) differ from the ones written before (another device or "
+                     "library version?); the written ones are kept", out_dir, report.resume_mismatches,
+                     extra={"label": ""})
     return _finish(out_dir, fmt, log, report, {"model": str(model_dir), **settings})
 
 

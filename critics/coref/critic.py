@@ -70,6 +70,7 @@ class CorefChainCritic(Critic):
 
     batch_size = 256
     chunk_documents = 256  # a streamed chunk: one batch, seconds of neuralcoref resolution
+    extra = "coref"  # pip install 'critic[coref]': what it needs beyond the core
     needs = ("free text: resolved by neuralcoref (critic setup neuralcoref), or clusters already in the "
              "metadata (critic coref resolve)")
 

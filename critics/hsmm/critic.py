@@ -160,6 +160,7 @@ def _semimarkov_cross_entropy(q: SemiMarkovPosterior, p: SemiMarkovChain) -> tor
 class HSMMCritic(Critic):
     """Hidden semi-Markov model critic over token sequences (paper sec. 3, app. D)."""
 
+    extra = "hsmm"  # pip install 'critic[hsmm]': what it needs beyond the core
     needs = "token sequences (metadata \"tokens\", else the text split on whitespace)"
 
     def __init__(

@@ -138,6 +138,7 @@ class ClassifierSectionCritic(SectionTransitionCritic):
     """
 
     batch_size = 1024  # documents per project(): all their sections go to the classifier at once
+    extra = "sections-classifier"  # pip install 'critic[sections-classifier]': what it needs beyond the core
     needs = ("titled sections to fit; any sections to score (untitled ones are typed by the classifier; free "
              "text: --sections markdown or separator:STRING)")
 

@@ -14,7 +14,9 @@ unlikely (``P_c(j | i) < threshold``, the paper: 0.05) are marked red.
 * :func:`transition_difference_heatmap` -- every cell of D at once.
 
 Each ``*_figure`` function returns the matplotlib figure (for the HTML report); the function of the
-same name without it saves that figure as a PNG.
+same name without it saves that figure as a PNG with its caption (:func:`graph_caption`,
+:func:`heatmap_caption`: what a report shows under it).  Titles and captions name both sets,
+``P_NAME(z_m | z_m-1) - P_REFERENCE(z_m | z_m-1)`` (``name``, ``reference_name``: the sets' names).
 """
 
 from __future__ import annotations
@@ -33,7 +35,25 @@ from .critic import UNKNOWN, SectionTransitionCritic
 
 __all__ = ["empirical_transitions", "TransitionDifference", "transition_differences",
            "transition_difference_graph", "transition_difference_graph_figure", "transition_difference_heatmap",
-           "transition_difference_heatmap_figure"]
+           "transition_difference_heatmap_figure", "graph_caption", "heatmap_caption"]
+
+
+def graph_caption(name: str, reference: str, *, top: int = 20, threshold: float = 0.05,
+                  min_difference: float = 0.02) -> str:
+    """What :func:`transition_difference_graph_figure` shows, as its caption."""
+    return (f"Section transitions of '{name}' against '{reference}' (paper fig. 4): among the {top} most "
+            f"frequent section types, an arrow for each transition whose share differs by at least "
+            f"{min_difference}, labelled P_{name}(z_m | z_m-1) - P_{reference}(z_m | z_m-1), its width "
+            f"growing with the difference; red: transitions the fitted prior finds unlikely "
+            f"(P_c < {threshold}).")
+
+
+def heatmap_caption(name: str, reference: str, *, top: int = 20, threshold: float = 0.05) -> str:
+    """What :func:`transition_difference_heatmap_figure` shows, as its caption."""
+    return (f"Section transitions of '{name}' against '{reference}' (paper fig. 4 as a heatmap): "
+            f"P_{name}(z_m | z_m-1) - P_{reference}(z_m | z_m-1) for every transition among <bos>, the {top} most "
+            f"frequent section types and <eos> (row: z_m-1, column: z_m); red: more frequent in '{name}', blue: "
+            f"less; boxed in red: transitions the fitted prior finds unlikely (P_c < {threshold}).")
 
 
 def empirical_transitions(paths: Iterable[Sequence[str] | None], labels: list[str]) -> np.ndarray:
@@ -85,18 +105,19 @@ def transition_differences(critic: SectionTransitionCritic, reference: Iterable[
 
 def transition_difference_graph(critic: SectionTransitionCritic, reference: Iterable[Sequence[str] | None],
                                 candidate: Iterable[Sequence[str] | None], path: str | Path, *,
-                                name: str = "candidate", top: int = 20, threshold: float = 0.05,
-                                min_difference: float = 0.02, max_edges: int = 40) -> Path:
-    """:func:`transition_difference_graph_figure` saved as PNG at ``path`` (atomically)."""
+                                name: str = "candidate", reference_name: str = "reference", top: int = 20,
+                                threshold: float = 0.05, min_difference: float = 0.02, max_edges: int = 40) -> Path:
+    """:func:`transition_difference_graph_figure` saved as PNG at ``path`` (atomically), with its caption."""
     return save_figure(transition_difference_graph_figure(
-        critic, reference, candidate, name=name, top=top, threshold=threshold, min_difference=min_difference,
-        max_edges=max_edges), path)
+        critic, reference, candidate, name=name, reference_name=reference_name, top=top, threshold=threshold,
+        min_difference=min_difference, max_edges=max_edges), path,
+        caption=graph_caption(name, reference_name, top=top, threshold=threshold, min_difference=min_difference))
 
 
 def transition_difference_graph_figure(critic: SectionTransitionCritic, reference: Iterable[Sequence[str] | None],
                                        candidate: Iterable[Sequence[str] | None], *, name: str = "candidate",
-                                       top: int = 20, threshold: float = 0.05, min_difference: float = 0.02,
-                                       max_edges: int = 40):
+                                       reference_name: str = "reference", top: int = 20, threshold: float = 0.05,
+                                       min_difference: float = 0.02, max_edges: int = 40):
     """Fig. 4 as a directed graph: a matplotlib ``Figure`` on its own Agg canvas.
 
     Nodes: the ``top`` most frequent section types that keep an edge, on a circle.  Edges: see
@@ -140,7 +161,8 @@ def transition_difference_graph_figure(critic: SectionTransitionCritic, referenc
     ax.set_ylim(-1.55, 1.55)
     ax.set_aspect("equal")
     ax.axis("off")
-    ax.set_title(f"P_{name}(z_m | z_m-1) - P_data; width ~ |difference|; red: P_c < {threshold}"
+    ax.set_title(f"P_{name}(z_m | z_m-1) - P_{reference_name}(z_m | z_m-1); width ~ |difference|; "
+                 f"red: P_c < {threshold}"
                  + ("" if edges else f" (no transition differs by >= {min_difference})"), fontsize=9)
     fig.tight_layout()
     return fig
@@ -148,16 +170,19 @@ def transition_difference_graph_figure(critic: SectionTransitionCritic, referenc
 
 def transition_difference_heatmap(critic: SectionTransitionCritic, reference: Iterable[Sequence[str] | None],
                                   candidate: Iterable[Sequence[str] | None], path: str | Path, *,
-                                  name: str = "candidate", top: int = 20, threshold: float = 0.05) -> Path:
-    """:func:`transition_difference_heatmap_figure` saved as PNG at ``path`` (atomically)."""
-    return save_figure(transition_difference_heatmap_figure(critic, reference, candidate, name=name, top=top,
-                                                            threshold=threshold), path)
+                                  name: str = "candidate", reference_name: str = "reference", top: int = 20,
+                                  threshold: float = 0.05) -> Path:
+    """:func:`transition_difference_heatmap_figure` saved as PNG at ``path`` (atomically), with its caption."""
+    return save_figure(transition_difference_heatmap_figure(critic, reference, candidate, name=name,
+                                                            reference_name=reference_name, top=top,
+                                                            threshold=threshold), path,
+                       caption=heatmap_caption(name, reference_name, top=top, threshold=threshold))
 
 
 def transition_difference_heatmap_figure(critic: SectionTransitionCritic,
                                          reference: Iterable[Sequence[str] | None],
                                          candidate: Iterable[Sequence[str] | None], *, name: str = "candidate",
-                                         top: int = 20, threshold: float = 0.05):
+                                         reference_name: str = "reference", top: int = 20, threshold: float = 0.05):
     """Heatmap of ``P_cand - P_ref`` over ``<bos>``, the ``top`` most frequent types and ``<eos>``:
     a matplotlib ``Figure`` on its own Agg canvas."""
     from matplotlib.patches import Rectangle
@@ -176,7 +201,7 @@ def transition_difference_heatmap_figure(critic: SectionTransitionCritic,
     ax.set_yticks(range(len(labels)), labels, fontsize=8)
     ax.set_xlabel("z_m")
     ax.set_ylabel("z_{m-1}")
-    ax.set_title(f"P_{name}(z_m | z_m-1) - P_real; red: P_c < {threshold}", fontsize=9)
+    ax.set_title(f"P_{name}(z_m | z_m-1) - P_{reference_name}(z_m | z_m-1); red: P_c < {threshold}", fontsize=9)
     fig.colorbar(im, ax=ax, shrink=0.8)
     fig.tight_layout()
     return fig

@@ -19,7 +19,7 @@ from critic.document import Document
 from ..report_html import excerpt, note, number, paragraph, table, view
 from .analysis import section_paths
 from .critic import DROPPED, SectionTransitionCritic
-from .plots import transition_difference_graph_figure
+from .plots import graph_caption, transition_difference_graph_figure
 
 __all__ = ["transition_figures", "chain_view", "pdd_statistic", "SetPaths", "UNLIKELY", "PDD_BINS"]
 
@@ -51,13 +51,9 @@ def transition_figures(critic: SectionTransitionCritic, result: Any, documents: 
         if name not in documents:
             continue
         fig = transition_difference_graph_figure(critic, ref_paths, paths(name, documents[name]), name=name,
-                                                 top=top, threshold=threshold, min_difference=min_difference)
-        caption = (f"Section transitions of '{name}' against '{reference}' (paper fig. 4): among the {top} most "
-                   f"frequent section types, an arrow for each transition whose share differs by at least "
-                   f"{min_difference}, labelled P_{name}(z_m | z_m-1) - P_{reference}(z_m | z_m-1), its width "
-                   f"growing with the difference; red: transitions the fitted prior finds unlikely "
-                   f"(P_c < {threshold}).")
-        out[caption] = fig
+                                                 reference_name=reference, top=top, threshold=threshold,
+                                                 min_difference=min_difference)
+        out[graph_caption(name, reference, top=top, threshold=threshold, min_difference=min_difference)] = fig
     return out
 
 

@@ -121,6 +121,7 @@ class CorrelatedTopicCritic(Critic):
     outlier_statistics = ("oov_share",)  # u(x): what T(x) cannot see (module docstring)
     size_model = "location-scale"  # T(x) is continuous: its law given the length shifts and scales (docs/outliers.md)
     calibration_folds = 0  # a fit takes about 35 s on 1,000 summaries: --valid only; --calibration-folds 5 cross-fits
+    extra = "ctm"  # pip install 'critic[ctm]': what it needs beyond the core
     needs = "free text (bag of words; sections are joined)"
 
     def __init__(self, *, num_topics: Annotated[int, Range(min=2)] = 100, steps: Annotated[int, Range(min=1)] = 3000,

@@ -36,7 +36,7 @@ from critic.views import PosteriorSummary
 from .ctm import centre
 
 __all__ = ["aggregated_covariance", "AggregatedCovariance", "SetCovariance", "clustered_order", "covariance_heatmaps",
-           "covariance_heatmaps_figure", "top_words", "outlier_topics", "posterior_moments", "projection_moments",
+           "covariance_caption", "covariance_heatmaps_figure", "top_words", "outlier_topics", "posterior_moments", "projection_moments",
            "moments_covariance"]
 
 
@@ -139,10 +139,25 @@ def clustered_order(reference_cov: np.ndarray, *, method: str = "average") -> np
 
 def covariance_heatmaps(covariances: Mapping[str, np.ndarray], path: str | Path, *, reference: str | None = None,
                         clamp: float = 5.0, order: np.ndarray | None = None,
-                        latent_nll: Mapping[str, float] | None = None) -> Path:
-    """:func:`covariance_heatmaps_figure` saved at ``path`` (PNG, or SVG for ``.svg``; atomically)."""
+                        latent_nll: Mapping[str, float] | None = None, caption: str | None = None) -> Path:
+    """:func:`covariance_heatmaps_figure` saved at ``path`` (PNG, or SVG for ``.svg``; atomically), with ``caption``
+    (default: :func:`covariance_caption`)."""
     return save_figure(covariance_heatmaps_figure(covariances, reference=reference, clamp=clamp, order=order,
-                                                  latent_nll=latent_nll), path)
+                                                  latent_nll=latent_nll), path,
+                       caption=caption or covariance_caption(list(covariances), reference=reference, clamp=clamp,
+                                                             order=order is not None, latent_nll=bool(latent_nll)))
+
+
+def covariance_caption(names: Sequence[str], *, reference: str | None = None, clamp: float = 5.0,
+                       order: bool = False, latent_nll: bool = False) -> str:
+    """What :func:`covariance_heatmaps_figure` shows, as its caption."""
+    reference = names[0] if reference is None and names else reference
+    ordered = ("in the order given" if order else
+               f"ordered by a hierarchical clustering of the rows of '{reference}'s covariance")
+    sets = ", ".join(f"'{name}'" for name in names)
+    return (f"Topic covariance of each set's aggregated posterior (paper fig. 6): one heatmap per set ({sets}), "
+            f"topics {ordered}, values clamped to [-{clamp:g}, {clamp:g}] (red: positive, blue: negative)"
+            + ("; each set's Latent NLL in its title." if latent_nll else "."))
 
 
 def covariance_heatmaps_figure(covariances: Mapping[str, np.ndarray], *, reference: str | None = None,

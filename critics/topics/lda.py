@@ -168,6 +168,7 @@ class LdaCodeMixCritic(Critic):
 
     batch_size = 512
     headline = "latent_nll"  # a continuous latent (topic weights on the simplex): M(x) = 1
+    extra = "lda"  # pip install 'critic[lda]': what it needs beyond the core
     needs = "free text (bag of words; sections are joined)"
     calibration_folds = 0  # a fold's topics are not the full fit's: cross-fitted T(x) is off scale (docs/outliers.md)
 

@@ -115,7 +115,8 @@ def _report(run: Pipeline, stage: Stage, filtered: Stage, critic: Critic) -> Non
 
         def figures(directory: Path) -> dict[str, Path]:
             return {f"transitions_{name}": transition_difference_heatmap(
-                        critic, paths["real"], paths[name], directory / f"transitions_{name}.png", name=name)
+                        critic, paths["real"], paths[name], directory / f"transitions_{name}.png", name=name,
+                        reference_name="real")
                     for name in candidates}
 
         run.write_report(stage.path, panel, critics={critic.name: critic},

@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -479,3 +480,65 @@ def test_a_missing_input_is_said_before_anything_loads(tmp_path, capsys, monkeyp
         capsys.readouterr()
         assert main(args) == 2
         assert capsys.readouterr().err == f"critic: error: {tmp_path / 'no.jsonl'}: no such file or folder\n"
+
+
+# ------------------------------------------------------------------ -v / -q, --version (issue 41)
+
+
+def test_version_is_the_package_s_one_version(capsys):
+    import critic
+
+    with pytest.raises(SystemExit):  # argparse's own exit, as python -m critic.cli does
+        from critic.cli import build_parser
+
+        build_parser([]).parse_args(["--version"])
+    assert capsys.readouterr().out == f"critic {critic.__version__}\n"
+    assert main(["--version"]) == 0 and capsys.readouterr().out == f"critic {critic.__version__}\n"
+    done = subprocess.run([sys.executable, "-m", "critic.cli", "--version"], capture_output=True, text=True,
+                          cwd=ROOT, check=True)
+    assert done.stdout == f"critic {critic.__version__}\n"
+
+
+def test_quiet_and_verbose_say_less_and_more_on_stderr(corpus, tmp_path, capsys):
+    """-q keeps the stdout and drops what critic says beside it (and the progress bars); -v adds debug lines; the
+    level holds for this command only; -q and -v go before or after the command."""
+    fit = ["fit", "sections", "--train", str(corpus / "train.jsonl"), "--params", '{"delta": 0.1}']
+    capsys.readouterr()
+    assert main([*fit, "--out", str(tmp_path / "a")]) == 0
+    plain = capsys.readouterr()
+    assert "critic: fitting sections on 22 documents ..." in plain.err and "critic: debug:" not in plain.err
+    assert main(["-q", *fit, "--out", str(tmp_path / "b")]) == 0
+    quiet = capsys.readouterr()
+    assert quiet.err == "" and quiet.out.replace(str(tmp_path / "b"), "") == plain.out.replace(str(tmp_path / "a"), "")
+    assert main([*fit, "--out", str(tmp_path / "c"), "-v"]) == 0
+    verbose = capsys.readouterr().err
+    assert "critic: debug: [critic.cli] critic " in verbose and "command 'fit'" in verbose
+    assert "critic: fitting sections on 22 documents ..." in verbose
+    report = ["report", "--critic", str(tmp_path / "a"), "--reference", str(corpus / "valid.jsonl"), "--candidate",
+              f"gens={corpus / 'test.jsonl'}", "--out", str(tmp_path / "r"), "--n-bootstrap", "20",
+              "--n-permutations", "20"]
+    assert main(report) == 0
+    assert "sections: scoring" in capsys.readouterr().err  # the progress bars
+    assert main([*report, "-q"]) == 0
+    err = capsys.readouterr().err
+    assert "scoring" not in err and all(line.startswith("critic: warning: ") for line in err.splitlines())
+
+
+def test_quiet_keeps_the_one_error_line(tmp_path, capsys):
+    missing = tmp_path / "no.jsonl"
+    for flags in (["-q"], ["-qq"], []):
+        assert main([*flags, "fit", "sections", "--train", str(missing), "--out", str(tmp_path / "c")]) == 2
+        assert capsys.readouterr().err == f"critic: error: {missing}: no such file or folder\n"
+    assert main(["fit", "sections", "--train", str(missing), "--out", str(tmp_path / "c"), "-v"]) == 2
+    *debug, error = capsys.readouterr().err.splitlines()
+    assert error == f"critic: error: {missing}: no such file or folder" and debug
+    assert all(line.startswith("critic: debug: ") for line in debug)
+
+
+def test_list_names_the_extra_each_critic_needs(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    blocks = dict(re.findall(r"^  (\S+) +[^\n]*\n((?:  {20,}[^\n]*\n)*)", out.split("Metrics")[0], re.M))
+    assert "install: pip install 'critic[sections-classifier]'" in blocks["sections-classifier"]
+    assert "install: pip install 'critic[lda]'" in blocks["lda"] and "critic[ctm]" in blocks["ctm"]
+    assert "install:" not in blocks["sections"]  # the core's dependencies suffice

@@ -96,3 +96,99 @@ def test_no_file_of_the_report_points_at_a_server(report):
     pages = [out / "index.html", *(out / "documents").iterdir()]
     assert all(not CDN.search(page.read_text()) for page in pages)
     assert CDN.search('<script src="https://cdn.example.com/x.js">') and CDN.search("<link href=//cdn.x/y.css>")
+
+
+MEASURE = """<script>(function(){
+  var t=document.getElementById('summary'),box=t.parentElement,b=document.body,cs=getComputedStyle(b);
+  var heads=t.tHead.rows[0].cells,last=heads[heads.length-1];
+  var r={viewport:window.innerWidth,page:document.documentElement.scrollWidth,
+         content:b.getBoundingClientRect().right-parseFloat(cs.paddingRight),table:t.getBoundingClientRect().right,
+         box:box.getBoundingClientRect().right,overflow:getComputedStyle(box).overflowX,
+         scroll:box.scrollWidth,client:box.clientWidth};
+  box.scrollLeft=box.scrollWidth;
+  r.last=last.getBoundingClientRect().right;r.boxAfter=box.getBoundingClientRect().right;
+  b.setAttribute('data-measure',JSON.stringify(r));
+})();</script>"""
+
+
+def _measured(browser, page, tmp_path, width: int) -> dict:
+    """The summary table's geometry in chromium at ``width`` px: the page, the body's content box, the table, the box
+    it sits in (its scroll and overflow), and the last column's right edge once that box is scrolled to its end."""
+    import json
+
+    copy = tmp_path / "measured.html"
+    copy.write_text(page.read_text().replace("</body>", MEASURE + "</body>"))
+    dom = browser._run(copy, "", ["--dump-dom", f"--window-size={width},900"], 5000)
+    found = re.search(r'data-measure="([^"]*)"', dom)
+    assert found, "the measuring script did not run"
+    return json.loads(found.group(1).replace("&quot;", '"'))
+
+
+def test_a_wide_summary_table_scrolls_inside_its_box_at_1400_px(sets, panel, browser, tmp_path):
+    """Issue 41: the summary table was wider than its column at 1400 px, its last column clipped.  Now its box
+    scrolls: the box stays within the body's column, the page does not scroll sideways, and the last column is
+    reached by scrolling the box.  The table is made wider than the column (long statistics beside the headline),
+    so the check has work to do."""
+    import copy
+
+    critics, reference, candidates = sets
+    wide = copy.deepcopy(panel)
+    for label in wide.results:
+        wide.add_statistic("a_statistic_with_a_long_name_shown_beside_the_headline",
+                           {name: 1234.5678 for name in wide.set_names})
+    out = tmp_path / "wide"
+    write_report(wide, out, documents={"reference": reference, **candidates}, critics=critics)
+    m = _measured(browser, out / "index.html", tmp_path, 1400)
+    assert m["viewport"] == 1400
+    assert m["scroll"] > m["client"] and m["table"] > m["content"] + 1  # wider than its column: it must scroll
+    assert m["overflow"] in ("auto", "scroll")
+    assert m["box"] <= m["content"] + 0.5 and m["page"] <= m["viewport"]
+    assert m["last"] <= m["boxAfter"] + 0.5  # the last column in view once scrolled
+    assert browser.requests == []
+
+
+def test_figure_titles_and_captions_name_the_same_sets(sets, panel):
+    """Issue 41: fig. 4's title said P_data where its caption said P_reference; the title and the caption of each
+    critic's figure now name the same two sets."""
+    from critic.views import report_figures
+
+    critics, reference, candidates = sets
+    documents = {"reference": reference, **candidates}
+    for label, critic in critics.items():
+        figures = report_figures(critic, panel.results[label], documents)
+        assert len(figures) == len(candidates)
+        for caption, fig in figures.items():
+            name = next(n for n in candidates if f"of '{n}' against 'reference'" in caption)
+            difference = f"P_{name}(z_m | z_m-1) - P_reference(z_m | z_m-1)"
+            assert difference in caption and difference in fig.axes[0].get_title()
+
+
+def test_a_run_s_figure_files_are_shown_under_their_captions(sets, panel, tmp_path):
+    """Issue 41: the heatmaps a run draws were captioned with their file's stem (transitions_permuted); each is
+    shown under the caption saved with it (critic.plots.figure_caption), its stem only when it has none."""
+    import html
+
+    from critic.plots import new_figure, save_figure
+    from critics.sections.analysis import section_paths
+    from critics.sections.plots import heatmap_caption, transition_difference_heatmap
+
+    critics, reference, candidates = sets
+    critic = critics["sharp"]
+
+    def figures(folder):
+        plain = new_figure(figsize=(2, 2))
+        plain.subplots().plot([0, 1])
+        return {"transitions_permuted": transition_difference_heatmap(
+                    critic, section_paths(critic, reference), section_paths(critic, candidates["permuted"]),
+                    folder / "transitions_permuted.png", name="permuted", reference_name="reference"),
+                "uncaptioned": save_figure(plain, folder / "uncaptioned.png")}
+
+    out = tmp_path / "r"
+    write_report(panel, out, documents={"reference": reference, **candidates}, figures=figures)
+    page = (out / "index.html").read_text()
+    caption = heatmap_caption("permuted", "reference")
+    assert "P_permuted(z_m | z_m-1) - P_reference(z_m | z_m-1)" in caption
+    assert f"<figcaption>{html.escape(caption, quote=True)}</figcaption>" in page
+    assert "<figcaption>transitions_permuted</figcaption>" not in page
+    assert '<a href="transitions_permuted.png"><img alt="Section transitions of' in page  # the file beside it
+    assert "<figcaption>uncaptioned</figcaption>" in page  # a file without a caption keeps its name

@@ -387,6 +387,104 @@ def test_lm_eval_bad_input(tmp_path, line2, message):
         assert text.endswith(f"(first at {path}:1)")
 
 
+
+def lm_eval_output_folder(root: Path) -> Path:
+    """A folder laid out as lm-eval 0.4's ``--output_path`` writes it: a folder per model (its name sanitized), in it
+    ``results_DATE.json`` and ``samples_TASK_DATE.jsonl`` per run; modelA ran story_gen twice (an earlier run) and
+    gsm8k once; a hidden folder and files that are no samples are not read."""
+    a, b, hidden = root / "org__modelA", root / "modelB", root / ".cache"
+    for folder in (a, b, hidden):
+        folder.mkdir(parents=True)
+    old, new = "2024-05-01T12-34-56.123456", "2024-05-02T08-00-00.654321"
+    for folder, date in ((a, old), (a, new), (b, new)):
+        (folder / f"results_{date}.json").write_text("{}")
+    write_lines(a / f"samples_story_gen_{old}.jsonl", lm_sample(0, [["An old run."]]))
+    write_lines(a / f"samples_story_gen_{new}.jsonl", lm_sample(0, [["Once."]]), lm_sample(1, [["Twice."]]))
+    write_lines(a / f"samples_gsm8k_{old}.jsonl", lm_sample(0, [["42"]]))
+    write_lines(b / f"samples_story_gen_{new}.jsonl", lm_sample(0, [["B once."]]))
+    write_lines(hidden / f"samples_story_gen_{new}.jsonl", lm_sample(0, [["hidden"]]))
+    write_lines(a / "samples_notes.jsonl", lm_sample(0, [["no date"]]))
+    return root
+
+
+def test_an_lm_eval_output_folder_is_a_set_per_model_and_task(tmp_path):
+    root = lm_eval_output_folder(tmp_path / "out")
+    a = root / "org__modelA"
+    output = inputs.lm_eval_output(root)
+    assert output.sets == {"modelB/story_gen": root / "modelB" / "samples_story_gen_2024-05-02T08-00-00.654321.jsonl",
+                           "org__modelA/gsm8k": a / "samples_gsm8k_2024-05-01T12-34-56.123456.jsonl",
+                           "org__modelA/story_gen": a / "samples_story_gen_2024-05-02T08-00-00.654321.jsonl"}
+    assert output.superseded == (a / "samples_story_gen_2024-05-01T12-34-56.123456.jsonl",)
+    assert output.note() == (f"{root}: an lm-eval output folder: each model and task read from its latest run; 1 "
+                             "earlier samples file(s) left out: "
+                             "org__modelA/samples_story_gen_2024-05-01T12-34-56.123456.jsonl")
+    # a model's folder (or an --output_path FILE.json's): its samples files directly, named by task
+    assert inputs.lm_eval_output(a).sets == {"gsm8k": a / "samples_gsm8k_2024-05-01T12-34-56.123456.jsonl",
+                                             "story_gen": a / "samples_story_gen_2024-05-02T08-00-00.654321.jsonl"}
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "a.txt").write_text("x")
+    for other in (tmp_path / "none", a / "samples_gsm8k_2024-05-01T12-34-56.123456.jsonl", tmp_path / "plain"):
+        assert inputs.lm_eval_output(other) is None
+
+
+def test_expanding_lm_eval_output_folders_into_named_sets(tmp_path):
+    root = lm_eval_output_folder(tmp_path / "out")
+    gens = write_lines(tmp_path / "gens.jsonl", {"text": "x"})
+    said = []
+    named = inputs.expand_lm_eval_outputs({"run": root, "mine": gens}, log=said.append)
+    assert list(named) == ["run/modelB/story_gen", "run/org__modelA/gsm8k", "run/org__modelA/story_gen", "mine"]
+    assert named["mine"] == gens and said == [inputs.lm_eval_output(root).note()]
+    # a folder read in a format that is not lm-eval's is left as given (its reader says what it is)
+    assert inputs.expand_lm_eval_outputs({"run": root}, InputOptions(format="text-dir")) == {"run": root}
+    with pytest.raises(ValueError, match="the set name 'run/modelB/story_gen' is given twice: .*samples_story_gen_"):
+        inputs.expand_lm_eval_outputs({"run": root, "run/modelB/story_gen": gens})
+
+
+def test_reading_an_lm_eval_output_folder_as_one_input(tmp_path):
+    """A folder of one samples file (of its latest run) is that file; of several, an error naming them (critic score
+    --input reads one set)."""
+    from critic.workflows import read_set
+
+    root = lm_eval_output_folder(tmp_path / "out")
+    said = []
+    docs, read = read_set(root / "modelB", InputOptions(), "b", log=said.append)
+    assert docs == [untitled("0", "B once.")]
+    assert read["path"].endswith("samples_story_gen_2024-05-02T08-00-00.654321.jsonl")
+    sets = "modelB/story_gen, org__modelA/gsm8k, org__modelA/story_gen"
+    want = (f"{root}: an lm-eval output folder of 3 samples file(s) ({sets}): give one of them, e.g. "
+            f"{root}/modelB/samples_story_gen_2024-05-02T08-00-00.654321.jsonl, or the folder as candidate sets "
+            "(NAME=DIR: each samples file a set)")
+    assert raises(root) == want
+    for options in (InputOptions(), InputOptions(format="lm-eval")):
+        with pytest.raises(DocumentError) as err:
+            read_set(root, options, "all", log=said.append)
+        assert str(err.value) == want
+    assert said == []
+    a = root / "org__modelA"  # one task's two runs: the latest read, the earlier one said
+    (a / "samples_gsm8k_2024-05-01T12-34-56.123456.jsonl").unlink()
+    docs, read = read_set(a, InputOptions(format="lm-eval"), "a", log=said.append)
+    assert [d.text for d in docs] == ["Once.", "Twice."] and said == [inputs.lm_eval_output(a).note()]
+
+
+def test_generations_in_memory_are_read_as_their_samples_file(tmp_path):
+    """critic.lm_eval's documents: the k-th generation is document k, as the samples file the run logs gives it
+    (sections, skipped empty generations and their ids alike)."""
+    texts = [" Once upon a time.", "", "# NAME\nls\n# SYNOPSIS\nls -l", "  \n", "Last."]
+    path = write_lines(tmp_path / LM_NAME, *(lm_sample(k, [[text]]) for k, text in enumerate(texts)))
+    for options in (InputOptions(), InputOptions(sections="none")):
+        from_file, in_memory = ReadReport(skipped_documents=[]), ReadReport(skipped_documents=[])
+        want = read_documents(path, options, report=from_file)
+        got = list(inputs.lm_eval_generations(texts, options, name="story_gen", report=in_memory))
+        assert [(d.id, d.sections) for d in got] == [(d.id, d.sections) for d in want]
+        assert [d.metadata for d in got] == [{"task": "story_gen"}] * 3
+        assert in_memory.skipped_documents == from_file.skipped_documents == [("1", "empty text"), ("3", "empty text")]
+        assert (in_memory.n_read, in_memory.skipped, in_memory.format) == (3, from_file.skipped, "lm-eval")
+    with pytest.raises(DocumentError, match="^t sample 1: a generation must be a string, got a number$"):
+        list(inputs.lm_eval_generations(["a", 5], name="t", report=ReadReport()))
+    with pytest.raises(DocumentError, match="the prompt is not among them"):
+        list(inputs.lm_eval_generations(["a"], InputOptions(lm_eval_text="prompt+continuation"), name="t",
+                                        report=ReadReport()))
+
 # ------------------------------------------------------------------ parquet
 def test_parquet_in_batches(tmp_path, monkeypatch):
     monkeypatch.setattr(inputs, "BATCH_ROWS", 2)

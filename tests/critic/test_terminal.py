@@ -84,3 +84,67 @@ def test_names_of_bytes_that_are_not_utf8_are_shown_as_their_bytes():
 
     assert path_text("g\udcff.jsonl") == "g\\xff.jsonl" and path_text("x\ud800y") == "x\\ud800y"
     assert printable("a\x1b\udcffb") == "a\\x1b\\xffb" and path_text("plain é") == "plain é"
+
+
+# ------------------------------------------------------------------ logging (issue 41)
+
+
+def test_critic_s_loggers_write_one_printable_line_each_to_the_stderr_of_the_moment(capsys):
+    """The handler writes to whatever sys.stderr is when a record is emitted (pytest's capture here), labelled by
+    level, data escaped even outside a command."""
+    import logging
+
+    from critic.terminal import LOGGER, get_logger, verbosity
+
+    log = get_logger("critic.test_terminal")
+    assert log.name == "critic.test_terminal" and get_logger("my_plugin").name == "critic.my_plugin"
+    with verbosity(0):
+        log.debug("hidden")
+        log.info("read %s", "a\x1b[2Jb")
+        log.warning("careful")
+        log.error("broken")
+        log.error("interrupted", extra={"label": ""})
+    assert capsys.readouterr().err == ("critic: read a\\x1b[2Jb\ncritic: warning: careful\ncritic: error: broken\n"
+                                       "critic: interrupted\n")
+    with verbosity(1):
+        log.debug("shown")
+    assert capsys.readouterr().err == "critic: debug: [critic.test_terminal] shown\n"
+    with verbosity(-1):
+        log.info("said")
+        log.warning("kept")
+    assert capsys.readouterr().err == "critic: warning: kept\n"
+    with verbosity(-2):
+        log.warning("dropped")
+        log.error("kept")
+    assert capsys.readouterr().err == "critic: error: kept\n"
+    assert logging.getLogger(LOGGER).level == logging.INFO  # each block's level restored
+
+
+def test_an_application_takes_critic_s_records_into_its_own_logging(capsys):
+    import logging
+
+    from critic import terminal
+
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    root, keep = logging.getLogger(), Keep()
+    root.addHandler(keep)
+    before = root.level
+    root.setLevel(logging.INFO)
+    try:
+        terminal.get_logger("critic.app").info("not yet the application's")
+        assert records == [] and capsys.readouterr().err == "critic: not yet the application's\n"
+        terminal.use_application_logging()
+        terminal.get_logger("critic.app").info("the application's")
+        assert records == ["the application's"] and capsys.readouterr().err == ""
+    finally:
+        root.removeHandler(keep)
+        root.setLevel(before)
+        terminal._HANDED_OVER = False
+        terminal._install()
+    terminal.get_logger("critic.app").info("critic's again")
+    assert capsys.readouterr().err == "critic: critic's again\n"
