@@ -4,8 +4,8 @@
 loopback); ``--scheduler tcp://HOST:PORT`` uses an existing cluster.  The client plans the chunks exactly as a
 serial run does and keeps at most ``window`` chunks in flight; each worker loads the fitted critic from its
 saved folder once (checked against the client's state hash: a worker that sees another critic refuses),
-scores whole chunks from their global batch index and returns their JSONL bytes, which the client writes in
-chunk order.  So the output, the progress file, resuming and sharding are those of
+scores whole chunks, their Monte Carlo seeds following from the chunk's index, and returns their JSONL bytes,
+which the client writes in chunk order.  So the output, the progress file, resuming and sharding are those of
 :func:`critic.streaming.score_stream`, byte for byte.
 
 Where the input is a :class:`~critic.inputs.LineInput` (JSON lines or one generation a line, uncompressed) the

@@ -27,14 +27,13 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
 from critic.io import atomic_write_text
 
 from .corpus import filtered_manpages
-from .scale import perturbed_copies, run_measured, write_documents
+from .scale import perturbed_copies, run_measured, work_folder, write_documents
 
 __all__ = ["main", "max_relative_difference"]
 
@@ -152,9 +151,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--keep", type=Path, help="work in this folder and keep it (default: a temporary one)")
     ap.add_argument("--json", help="write the results here too")
     args = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory() as scratch:
-        tmp = args.keep or Path(scratch)
-        tmp.mkdir(parents=True, exist_ok=True)
+    with work_folder(args.keep) as tmp:
         result = measure(args, tmp)
     report(result)
     if args.json:

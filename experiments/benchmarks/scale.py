@@ -29,6 +29,7 @@ Every figure comes from ``critic`` commands run as child processes (their peak r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -44,7 +45,7 @@ from critic.io import atomic_open, atomic_write_text, sha256_file
 
 from .corpus import filtered_manpages
 
-__all__ = ["main", "perturbed_copies", "run_measured"]
+__all__ = ["main", "perturbed_copies", "run_measured", "work_folder"]
 
 CRITIC = [sys.executable, "-m", "critic.cli"]
 
@@ -75,6 +76,16 @@ def write_documents(docs: Iterator[Document], path: Path) -> int:
             fh.write(json.dumps(doc.to_dict(), ensure_ascii=False) + "\n")
             count += 1
     return count
+
+
+@contextlib.contextmanager
+def work_folder(keep: Path | None) -> Iterator[Path]:
+    """Where a benchmark writes its inputs and outputs: ``keep`` (made if absent, kept after), else a temporary
+    folder removed after."""
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = keep or Path(scratch)
+        folder.mkdir(parents=True, exist_ok=True)
+        yield folder
 
 
 def run_measured(cmd: Sequence[str], *, env: dict | None = None, stderr: bool = False) -> tuple:
@@ -255,9 +266,7 @@ def main(argv=None) -> dict:
         return {}
     if args.quick:
         args.documents, args.small, args.coref_documents = 20_000, 5_000, 100
-    with tempfile.TemporaryDirectory() as scratch:
-        tmp = args.keep or Path(scratch)
-        tmp.mkdir(parents=True, exist_ok=True)
+    with work_folder(args.keep) as tmp:
         result = {"workers": args.workers, "sections": _sections(args, tmp), "coref": _coref(args, tmp)}
     report(result)
     if args.json:

@@ -21,13 +21,12 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from critic.document import write_jsonl
 from critic.io import atomic_write_text
 
-from .scale import CRITIC, run_measured
+from .scale import CRITIC, run_measured, work_folder
 
 __all__ = ["main", "busy_load"]
 
@@ -73,9 +72,7 @@ def main(argv=None) -> dict:
     cores = os.cpu_count() or 1
     result = {"cores": cores, "train": args.train, "scored": len(docs) - args.train, "runs": {}}
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")]))
-    with tempfile.TemporaryDirectory() as scratch:
-        tmp = args.keep or Path(scratch)
-        tmp.mkdir(parents=True, exist_ok=True)
+    with work_folder(args.keep) as tmp:
         write_jsonl(docs[:args.train], tmp / "train.jsonl")
         write_jsonl(docs[args.train:], tmp / "rest.jsonl")
         for load in ("idle", "loaded"):

@@ -166,7 +166,7 @@ def test_a_worker_killed_mid_chunk_is_retried_and_nothing_is_lost_or_doubled(clu
 
 def test_a_user_s_monte_carlo_critic_from_a_plugin_file_scores_the_serial_bytes_on_dask(job, tmp_path, monkeypatch):
     """critic --plugin FILE: the command and the Dask workers it starts load the user's critic; its Monte Carlo
-    seeds follow the global batch, so 2 workers write what one process writes (and another seed differs)."""
+    seeds follow the chunk's index, so 2 workers write what one process writes (and another seed differs)."""
     from pathlib import Path
 
     from critic.registry import PLUGINS_ENV
