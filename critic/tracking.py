@@ -186,10 +186,14 @@ def _track_jsonl(path: Path, record: RunRecord) -> str:
            "artifacts": path_text(Path(record.report).resolve()) if record.report is not None else None}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8") as fh:  # one line in one write: appended whole or not at all
-            fh.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        line = (json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:  # one write(2) in append mode: runs sharing the file never interleave their lines, however long
+            if os.write(fd, line) != len(line):
+                raise OSError("the disk took only part of the line")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise RuntimeError(f"--track jsonl:{path}: cannot append the run: {exc.strerror or exc}") from None
     return f"run {row['run_id']} appended to {path}"
