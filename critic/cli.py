@@ -178,7 +178,7 @@ def cmd_run(args) -> int:
         raise ConfigError(f"{where}: needs a top-level key runner = \"package.module:function\" (or a runner name)"
                           + ("" if spec is None else f", got {spec!r}"))
     try:
-        runner = registry.get_runner(spec)
+        runner = registry.get_runner(spec, source_roots=(path.parent, Path.cwd()))
     except (ValueError, KeyError) as exc:
         raise ConfigError(f"{where}: {exc.args[0]}") from None
     config = check_config(data, runner.schema, where=str(path), text=text, allowed=("runner",))

@@ -34,6 +34,7 @@ import importlib.util
 import os
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -446,17 +447,25 @@ def get_format(name: str) -> Any:
     return _FORMATS.get(name)
 
 
-def get_runner(spec: str) -> RunnerEntry:
-    """A runner by registered name, or by ``package.module:function`` (importing the module registers it)."""
+def get_runner(spec: str, *, source_roots: Sequence[Path] = ()) -> RunnerEntry:
+    """A runner by registered name, or by ``package.module:function`` (importing the module registers it).
+
+    A module that is not installed is looked for as a source folder: in each of ``source_roots`` and the folders
+    above it, the first that holds ``package/__init__.py`` is put on ``sys.path`` (the studies of a checkout,
+    ``experiments/``, are a source folder, never installed into site-packages)."""
     if not isinstance(spec, str) or not spec:
         raise ValueError(f"runner must be a name or 'package.module:function', got {spec!r}")
     module, sep, func = spec.partition(":")
     if not sep:
         return _RUNNERS.get(spec)
+    _find_source_package(module.partition(".")[0], source_roots)
     try:
         fn = getattr(importlib.import_module(module), func)
     except ModuleNotFoundError as exc:
-        raise ValueError(f"runner {spec!r}: cannot import {module!r} ({exc})") from None
+        top = module.partition(".")[0]
+        where = (f"; no {top}/ folder above {', '.join(map(str, source_roots))} either"
+                 if source_roots and exc.name == top else "")
+        raise ValueError(f"runner {spec!r}: cannot import {module!r} ({exc}){where}") from None
     except AttributeError:
         raise ValueError(f"runner {spec!r}: module {module!r} has no {func!r}") from None
     for entry in _RUNNERS.values():
@@ -464,6 +473,18 @@ def get_runner(spec: str) -> RunnerEntry:
             return entry
     raise ValueError(f"runner {spec!r} is not registered: decorate it with "
                      "@critic.registry.register_runner(name, schema)")
+
+
+def _find_source_package(package: str, roots: Sequence[Path]) -> None:
+    """Put the first folder at or above one of ``roots`` that holds ``package/__init__.py`` on ``sys.path``,
+    unless ``package`` is importable already."""
+    if not package.isidentifier() or importlib.util.find_spec(package) is not None:
+        return
+    for root in roots:
+        for folder in (root.resolve(), *root.resolve().parents):
+            if (folder / package / "__init__.py").is_file():
+                sys.path.append(str(folder))
+                return
 
 
 def list_critics(*, plugins: bool = True) -> dict[str, type]:

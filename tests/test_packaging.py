@@ -3,8 +3,13 @@ more than the core -- the extra `critic list` names is one pyproject declares, w
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,3 +50,37 @@ def test_each_critic_s_extra_is_declared_and_installs_what_it_imports():
     assert "torch-struct" in requirements["hsmm"] and "kenlm" in requirements["coref"]
     everything = extras["all"][0]
     assert all(extra in everything for extra in requirements)
+
+
+def test_the_wheel_installs_no_top_level_experiments(tmp_path):
+    """``pip install .`` puts ``critic`` and ``critics`` into site-packages and nothing else: the studies stay a
+    source folder (a top-level ``experiments`` would collide with any other project's)."""
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    for package in ("critic", "critics", "experiments"):
+        shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    "--disable-pip-version-check", "-w", str(tmp_path / "wheel"), str(source)], check=True)
+    (wheel,) = (tmp_path / "wheel").glob("critic-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    tops = {name.split("/")[0] for name in names}
+    assert {top for top in tops if not top.endswith(".dist-info")} == {"critic", "critics"}
+    assert "critics/sections/__init__.py" in names and "critic/py.typed" in names
+
+
+def test_critic_run_finds_the_studies_beside_the_config(tmp_path):
+    """Outside the checkout the studies are not importable; ``critic run`` finds the package above the config."""
+    probe = ("import sys; from pathlib import Path; from critic import registry\n"
+             "try:\n    registry.get_runner('experiments.synthetic.run:main')\n"
+             "except ValueError as exc:\n    print('refused:', exc)\n"
+             "entry = registry.get_runner('experiments.synthetic.run:main', source_roots=(Path(sys.argv[1]),))\n"
+             "print('found:', sys.modules[entry.fn.__module__].__file__)\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "-c", probe, str(ROOT / "experiments" / "synthetic")], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0].startswith("refused: runner 'experiments.synthetic.run:main': cannot import") and \
+        "No module named 'experiments'" in out[0]
+    assert out[1] == f"found: {ROOT / 'experiments' / 'synthetic' / 'run.py'}"
