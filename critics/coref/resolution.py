@@ -34,6 +34,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from critic.sentences import sentence_spans as split_sentences
+
 __all__ = ["Mention", "Resolution", "ResolutionError", "from_clusters", "split_sentences", "text_sha256"]
 
 
@@ -124,32 +126,6 @@ def _span(value: Any, length: int, where: str) -> tuple[int, int]:
     if not 0 <= start < end <= length:
         raise ResolutionError(f"{where}: span [{start}, {end}) is not inside the text (length {length})")
     return start, end
-
-
-_SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*(?=\s+[\"'(\[]?[A-Z0-9])|\n\s*\n")
-_ABBREVIATION = re.compile(r"(?:\b(?:Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|Mt|No|vs|etc|e\.g|i\.e)|\b[A-Z])\.$")
-
-
-def split_sentences(text: str) -> list[tuple[int, int]]:
-    """Rule-based sentences ``[(start, end)]``: a break after ``.``/``!``/``?`` (and closing quotes)
-    followed by space and a capital or digit -- not after a title or an initial (``Dr.``, ``J.``) --
-    or at a blank line; spans exclude surrounding space."""
-    spans, start = [], 0
-    for match in _SENTENCE_END.finditer(text):
-        if _ABBREVIATION.search(text, max(0, match.start() - 5), match.start() + 1):
-            continue
-        spans.append((start, match.end()))
-        start = match.end()
-    spans.append((start, len(text)))
-    out = []
-    for s, e in spans:
-        while s < e and text[s].isspace():
-            s += 1
-        while e > s and text[e - 1].isspace():
-            e -= 1
-        if e > s:
-            out.append((s, e))
-    return out
 
 
 _WORD = re.compile(r"\w+(?:'\w+)?")

@@ -87,10 +87,7 @@ def test_pronoun_helpers():
     assert not is_person_pronoun("whom")
 
 
-def test_split_sentences():
-    text = "Dr. Who is here. He left!  \"Then\" she said.\n\nNew part"
-    got = [text[s:e] for s, e in split_sentences(text)]
-    assert got == ["Dr. Who is here.", "He left!", "\"Then\" she said.", "New part"]
+def test_sentence_marker():
     assert SENTENCE == "."
 
 
