@@ -28,6 +28,7 @@ bars, ``-qq`` the error line only (before the command or after it: ``critic -q r
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import random
@@ -169,6 +170,8 @@ def _fit_checking_seeds(args, cls: type, params: dict, train: list, valid: list 
 
 
 def cmd_run(args) -> int:
+    from .tracking import target_from
+
     path = Path(args.config)
     data, text = read_toml(path)
     spec = data.get("runner")
@@ -182,9 +185,12 @@ def cmd_run(args) -> int:
     except (ValueError, KeyError) as exc:
         raise ConfigError(f"{where}: {exc.args[0]}") from None
     config = check_config(data, runner.schema, where=str(path), text=text, allowed=("runner",))
+    track = {"track": target} if (target := target_from(args.track)) is not None else {}
+    if track and "track" not in inspect.signature(runner.fn, follow_wrapped=False).parameters:
+        raise ConfigError(f"--track: runner {spec!r} writes no report it can log (it takes no track=)")
     out = claim_folder(Path(args.out) if args.out else Path("runs") / path.stem, "run", legacy=is_run_folder)
     with output_lock(out, inside=True):  # two runs in one folder would recompute each other's stages
-        runner.fn(config, out=out, seed=args.seed, device=args.device)
+        runner.fn(config, out=out, seed=args.seed, device=args.device, **track)
     return 0
 
 
@@ -221,8 +227,11 @@ def _add_fit(p: argparse.ArgumentParser) -> None:
 
 
 def _add_run(p: argparse.ArgumentParser) -> None:
+    from .tracking import add_track_option
+
     p.add_argument("config", type=Path, help="the experiment's TOML config (runner = NAME or module:function)")
     p.add_argument("--out", type=Path, help="run directory (default runs/CONFIG-NAME)")
+    add_track_option(p)
     common_options(p)
     p.set_defaults(func=cmd_run)
 

@@ -150,9 +150,9 @@ def _critic(entry: dict, out: Path, device: str, seed: int, options: InputOption
 
 
 @register_runner("report", SCHEMA, "several critics over a reference and candidate sets: one HTML report")
-def main(config: dict[str, Any], *, out: Path, seed: int = 0, device: str = "cpu") -> dict:
+def main(config: dict[str, Any], *, out: Path, seed: int = 0, device: str = "cpu", track: Any = None) -> dict:
     """Fit or load every critic, read the sets, write ``OUT/report/`` (:mod:`critic.workflows`, the same code as
-    ``critic report``)."""
+    ``critic report``); with ``track`` (a :class:`critic.tracking.Target`) the report written is logged there."""
     from .report import write_report
 
     entries = _check_critics(config.get("critics") or [])
@@ -171,10 +171,11 @@ def main(config: dict[str, Any], *, out: Path, seed: int = 0, device: str = "cpu
                               "and a positive number")
     options = InputOptions(**config["inputs"])
     out = Path(out)
-    critics, stages = {}, []
+    critics, stages, dirs = {}, [], {}
     for entry in entries:
         critics[entry["label"]], stage = _critic(entry, out, device, seed, options)
         stages += [stage] if stage else []
+        dirs[entry["label"]] = stage.path if stage else Path(entry["path"])
     files = {"reference": sets["reference"], **sets["candidates"]}
     report = Stage(out, "report", {"files": {k: sha256_file(v) for k, v in files.items()},
                                    "inputs": options.__dict__, "settings": config["report"], "seed": seed,
@@ -192,6 +193,12 @@ def main(config: dict[str, Any], *, out: Path, seed: int = 0, device: str = "cpu
                      extra={"run": {"config": config, "seed": seed, "device": str(device)}})
         report.commit()
         _log(f"{len(panel.flagged())} flagged document(s)")
+        if track is not None:
+            from .tracking import track_report
+
+            track_report(track, panel, command="run", report=report.path, settings=criticism, seed=seed,
+                         critic_dirs=dirs,
+                         name=f"report/{report.path.name}")
     print((report.path / "report.md").read_text(encoding="utf-8"))
     print(f"wrote {report.path / 'index.html'}")
     return {"report": str(report.path)}

@@ -81,8 +81,9 @@ class Pipeline:
     """
 
     def __init__(self, name: str, config: Mapping[str, Any], schema: Schema, *, out: str | Path, seed: int = 0,
-                 device: str = "cpu", log: Callable[[str], None] | None = None):
+                 device: str = "cpu", log: Callable[[str], None] | None = None, track: Any = None):
         self.name = name
+        self.track = track  # a critic.tracking.Target: each report written is logged there (critic run --track)
         self.config = check_config(config, schema, where=f"{name} config", allowed=("runner",))
         table = self.config.get("criticism", {})
         try:  # the run's CriticismSettings, checked together (one flag rule) before any stage runs
@@ -159,9 +160,18 @@ class Pipeline:
         return out
 
     def criticize(self, critic, reference, candidates, **kwargs):
-        """:func:`critic.workflows.criticise` with the run's settings and seed: ``critic`` (labelled by its name)
-        over the sets; a :class:`~critic.panel.PanelResult`."""
-        return criticise({critic.name: critic}, reference, candidates, self.settings, seed=self.seed, **kwargs)
+        """:func:`critic.workflows.criticise` with the run's settings and seed: ``critic`` (labelled by its name),
+        or a panel of critics (label -> critic), over the sets; a :class:`~critic.panel.PanelResult`."""
+        critics = dict(critic) if isinstance(critic, Mapping) else {critic.name: critic}
+        return criticise(critics, reference, candidates, self.settings, seed=self.seed, **kwargs)
+
+    def build_corpus(self, stage: Stage, corpus: str, **kwargs: Any) -> None:
+        """Compute ``stage``: the registered corpus ``corpus`` built into its folder (``critic data build``)."""
+        from .registry import get_corpus
+
+        with self.computing(stage):
+            report = get_corpus(corpus).build(stage.path, **kwargs)
+        self.log(f"built {corpus}: {report.counts}")
 
     def record(self, **extra: Any) -> dict:
         """The run's record written beside every report: config, seed, device and the stages' keys."""
@@ -173,21 +183,27 @@ class Pipeline:
         from .report import write_report
 
         extra = {"run": self.record(**kwargs.pop("record", {}))}
-        return write_report(panel, directory, extra=extra, **kwargs)
+        written = write_report(panel, directory, extra=extra, **kwargs)
+        if self.track is not None:
+            from .tracking import track_report
+
+            track_report(self.track, panel, command="run", report=Path(directory), settings=self.settings,
+                         seed=self.seed, name=f"{self.name}/{Path(directory).name}")
+        return written
 
 
 def register_study(name: str, schema: Schema, description: str = ""):
     """Function decorator: ``fn(run: Pipeline)`` as the runner of ``critic run`` for study ``name``.
 
-    The registered runner has the runners' signature ``main(config, *, out, seed=0, device="cpu", log=None)``
-    and returns what ``fn`` returns.
+    The registered runner has the runners' signature ``main(config, *, out, seed=0, device="cpu", log=None,
+    track=None)`` and returns what ``fn`` returns.
     """
 
     def decorator(fn: Callable[[Pipeline], Any]):
         @functools.wraps(fn)
         def main(config: dict, *, out: str | Path, seed: int = 0, device: str = "cpu",
-                 log: Callable[[str], None] | None = None):
-            return fn(Pipeline(name, config, schema, out=out, seed=seed, device=device, log=log))
+                 log: Callable[[str], None] | None = None, track: Any = None):
+            return fn(Pipeline(name, config, schema, out=out, seed=seed, device=device, log=log, track=track))
 
         register_runner(name, schema, description or (fn.__doc__ or "").strip().split("\n")[0])(main)
         main.study = fn

@@ -1,6 +1,7 @@
 """An optional record of each criticism in an experiment tracker that works offline; off by default.
 
-``critic report|compare ... --track TARGET`` (or ``$CRITIC_TRACKING``) logs the run once its report is written:
+``critic report|compare|run ... --track TARGET`` (or ``$CRITIC_TRACKING``) logs the run once its report is written
+(``critic run``: each report the study or report config writes, named ``STUDY/REPORT-FOLDER``):
 
 - ``mlflow:DIR``: an MLflow run in the store in folder ``DIR`` (SQLite ``DIR/mlflow.db``, artifacts under
   ``DIR/artifacts``; nothing is sent anywhere), experiment ``critic``; read back with MLflow's own API
@@ -39,8 +40,8 @@ from .terminal import get_logger, path_text
 if TYPE_CHECKING:  # annotations only
     from .panel import PanelResult
 
-__all__ = ["TRACKING_ENV", "Target", "RunRecord", "target_from", "run_record", "track", "key", "EXPERIMENT",
-           "mlflow_uri", "add_track_option"]
+__all__ = ["TRACKING_ENV", "Target", "RunRecord", "target_from", "run_record", "track", "track_report", "key",
+           "EXPERIMENT", "mlflow_uri", "add_track_option"]
 
 TRACKING_ENV = "CRITIC_TRACKING"
 """Environment variable: the ``--track`` target of every command that takes one, when the option is not given
@@ -167,6 +168,21 @@ def track(target: Target, record: RunRecord) -> str:
     if target.kind == "jsonl":
         return _track_jsonl(Path(target.where), record)
     return _track_mlflow(target.where, record)
+
+
+def track_report(target: Target, panel: PanelResult, *, command: str, report: Path, settings: Any = None,
+                 critic_dirs: Mapping[str, Path] | None = None, seed: int | None = None,
+                 name: str | None = None) -> str:
+    """Log a written report at ``target`` (:func:`run_record`, :func:`track`): what every command and study that
+    writes a report calls.  A ``RuntimeError`` saying that the report is written when the tracker fails."""
+    record = run_record(panel, command=command, report=report, settings=settings, critic_dirs=critic_dirs,
+                        seed=seed, name=name)
+    try:
+        where = track(target, record)
+    except RuntimeError as exc:
+        raise RuntimeError(f"the report is written ({path_text(report)}); tracking it failed: {exc}") from None
+    _log.info("tracked: %s", where)
+    return where
 
 
 def add_track_option(parser) -> None:

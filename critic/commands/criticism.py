@@ -133,21 +133,11 @@ def _criticise(args, critics: dict, dirs: dict[str, Path], named: dict[str, Path
     _say_power(panel)
     print(f"wrote {', '.join(str(p) for p in written.values())}")
     if args.track is not None:
-        _track(args, panel, dirs)
+        from ..tracking import track_report
+
+        track_report(args.track, panel, command=args.command, report=args.out, settings=args.criticism,
+                     critic_dirs=dirs, seed=args.seed)
     return 0
-
-
-def _track(args, panel, dirs: dict[str, Path]) -> None:
-    """Log the criticism at ``args.track`` (:mod:`critic.tracking`), its report folder as the run's artifacts."""
-    from ..tracking import run_record, track
-
-    record = run_record(panel, command=args.command, report=args.out, settings=args.criticism, critic_dirs=dirs,
-                        seed=args.seed)
-    try:
-        where = track(args.track, record)
-    except RuntimeError as exc:
-        raise RuntimeError(f"the report is written ({args.out}); tracking it failed: {exc}") from None
-    _log.info("tracked: %s", where)
 
 
 def add_candidate_option(p: argparse.ArgumentParser) -> None:

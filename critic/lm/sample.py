@@ -119,9 +119,12 @@ def _check(n: int, batch_size: int, max_new_tokens: int, seed: int) -> None:
 
 def sample(model_dir: str | Path, out_dir: str | Path, *, n: int, batch_size: int = 32, max_new_tokens: int = 1024,
            seed: int = 0, device: str = "cpu", temperature: float | None = None, top_k: int | None = None,
-           top_p: float | None = None, mask_special_tokens: bool = False, progress: bool = True,
+           top_p: float | None = None, opening: int = 0, mask_special_tokens: bool = False, progress: bool = True,
            on_write: Callable[[int], None] | None = None) -> SampleReport:
     """Draw ``n`` generations from the model folder ``model_dir`` into ``out_dir`` (module docstring).
+
+    ``temperature``, ``top_k`` (1: greedy decoding), ``top_p`` (nucleus) warp each next-token distribution after
+    the first ``opening`` tokens, which are drawn unwarped (:class:`~critic.lm.sampler.Warp`).
 
     ``mask_special_tokens``: the tokenizer's special tokens other than the format's section marker and end of
     document get probability 0 (:func:`unused_special_ids`): a pretrained model fine-tuned for a few steps still
@@ -131,7 +134,7 @@ def sample(model_dir: str | Path, out_dir: str | Path, *, n: int, batch_size: in
     from ..critic import resolve_device
 
     _check(n, batch_size, max_new_tokens, seed)
-    warp = Warp(temperature, top_k, top_p)
+    warp = Warp(temperature, top_k, top_p, opening=opening)
     dev = resolve_device(device)
     model_dir, out_dir = Path(model_dir), Path(out_dir)
     fmt, training, config = check_model_dir(model_dir)   # every file of the folder, before anything is written
@@ -144,6 +147,7 @@ def sample(model_dir: str | Path, out_dir: str | Path, *, n: int, batch_size: in
     settings = {"what": "critic lm sample", "model_sha256": model_fingerprint(model_dir),
                 "format": fmt.to_dict(), "n": n, "batch_size": batch_size, "max_new_tokens": max_new_tokens,
                 "seed": seed, "device": str(dev), "temperature": temperature, "top_k": top_k, "top_p": top_p,
+                **({"opening": opening} if opening else {}),  # absent at 0: earlier runs' folders still match
                 "mask_special_tokens": mask_special_tokens, "context": training.get("context")}
     claim_out_dir(out_dir, settings, what="sampling")
     if (out_dir / REPORT_FILE).is_file() and (out_dir / DOCUMENTS_FILE).is_file():
@@ -258,8 +262,12 @@ def _report_from_file(out_dir: Path) -> SampleReport:
         raise ValueError(f"{out_dir / REPORT_FILE}: not a sampling report (no counts)") from None
 
 
-def read_generations(out_dir: str | Path) -> tuple[list[Document], Counter]:
-    """The parsed documents of a finished sampling run and its unparseable generations by reason."""
+def read_generations(out_dir: str | Path, *, cut: bool = False) -> tuple[list[Document], Counter]:
+    """The parsed documents of a finished sampling run and its unparseable generations by reason.
+
+    ``cut``: a generation its token budget cut (``"no end-of-document"``) is a document too, read as if it ended
+    there, with ``metadata["cut"] = True``, in index order among the others (a study of loops needs the
+    generations that never end: they are the loops)."""
     out_dir = Path(out_dir)
     if not (out_dir / REPORT_FILE).is_file():
         if (out_dir / SETTINGS_FILE).is_file():
@@ -269,4 +277,19 @@ def read_generations(out_dir: str | Path) -> tuple[list[Document], Counter]:
     docs = list(iter_jsonl(out_dir / DOCUMENTS_FILE))
     if len(docs) != report.parsed:
         raise ValueError(f"{out_dir / DOCUMENTS_FILE}: holds {len(docs)} documents, {REPORT_FILE} says {report.parsed}")
-    return docs, report.failures
+    failures = Counter(report.failures)
+    if cut and failures["no end-of-document"]:
+        fmt = DocumentFormat.from_dict(read_json_object(out_dir / SETTINGS_FILE)["format"])
+        log, _ = read_log(out_dir / LOG_FILE, n=report.requested, repair=False)
+        for gen in log.values():
+            if gen.parse_error == "no end-of-document":
+                failures["no end-of-document"] -= 1
+                try:
+                    doc = parse_generation(fmt, replace(gen, text=gen.text + fmt.end_of_document))
+                except GenerationParseError as exc:
+                    failures[exc.reason] += 1
+                    continue
+                doc.metadata["cut"] = True
+                docs.append(doc)
+        docs.sort(key=lambda d: d.metadata["index"])
+    return docs, +failures

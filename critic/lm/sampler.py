@@ -42,12 +42,17 @@ class Warp:
 
     ``masked``: token ids given probability 0 before the rest (the others renormalised), e.g. a pretrained
     model's special tokens that no training document holds (:func:`critic.lm.sample.unused_special_ids`).
+    ``opening``: the first ``opening`` tokens are drawn from the unwarped distribution (masked only), the warp
+    applies from then on: a sampled opening that greedy or nucleus decoding continue (Holtzman et al. 2020 decode
+    after a prompt; here the model writes its own).  The draws consume one uniform per row and step whatever the
+    warp, so one seed gives ancestral, nucleus and greedy decoding the same opening.
     """
 
     temperature: float | None = None
     top_k: int | None = None
     top_p: float | None = None
     masked: tuple[int, ...] = ()
+    opening: int = 0
 
     def __post_init__(self) -> None:
         if self.temperature is not None and not self.temperature > 0:
@@ -56,6 +61,12 @@ class Warp:
             raise ValueError(f"top_k must be an integer >= 1, got {self.top_k!r}")
         if self.top_p is not None and not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if not isinstance(self.opening, int) or isinstance(self.opening, bool) or self.opening < 0:
+            raise ValueError(f"opening must be an integer >= 0, got {self.opening!r}")
+
+    def at(self, step: int) -> "Warp":
+        """The warp of generated token ``step`` (0-based): unwarped but masked inside the opening."""
+        return self if step >= self.opening else Warp(masked=self.masked)
 
     @property
     def plain(self) -> bool:
@@ -144,7 +155,8 @@ def generate_batch(model, *, rows: int, prompt: Sequence[int], end_id: int, max_
         else:                                      # context = the last W - 1 tokens: recompute
             out = model(input_ids=seq[:, length - window + 1:length], use_cache=False, logits_to_keep=1)
             cache = None
-        token = draw(out.logits[:, -1, :], generator, warp, what=what, where={**(where or {}), "step": step + 1})
+        token = draw(out.logits[:, -1, :], generator, warp.at(step), what=what,
+                     where={**(where or {}), "step": step + 1})
         seq[:, length] = token
         length += 1
         ended = token == end_id

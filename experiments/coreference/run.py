@@ -40,7 +40,6 @@ from critic.config import Key
 from critic.critic import Critic
 from critic.document import Document, read_jsonl, write_jsonl
 from critic.io import atomic_write_text
-from critic.registry import get_corpus
 from critic.results import CriticismResult
 from critic.stages import Stage
 from critic.study import Pipeline, load_results, settings_table, register_study, study_schema
@@ -85,16 +84,6 @@ SCHEMA = study_schema({
     "min_count": Key(int, 5, min=1, help="tables 16, 17: windows seen this often in both sets"),
     "render": Key(int, 3, min=0, help="top flagged LM documents rendered (Markdown and HTML)"),
 }, checks=(LM_CHECK,))
-
-
-def _build(run: Pipeline, stage: Stage) -> None:
-    settings = run.config["data"]
-    with run.computing(stage):
-        report = get_corpus("wiki-summaries").build(stage.path, language=settings["language"],
-                                                    topic=settings["topic"] or None, film=settings["film"],
-                                                    valid_fraction=settings["valid_fraction"],
-                                                    test_fraction=settings["test_fraction"])
-    run.log(f"built corpus: {report.counts}")
 
 
 def _resolve(run: Pipeline, stage: Stage, docs: list[Document], worker) -> None:
@@ -204,7 +193,9 @@ def main(run: Pipeline) -> dict[str, CriticismResult]:
                             upstream=[critics[s], *resolved.values(), *lm.ppls.values()]) for s in SMOOTHINGS}
     try:
         if run.needs(data):
-            _build(run, data)
+            run.build_corpus(data, "wiki-summaries", language=data_cfg["language"], topic=data_cfg["topic"] or None,
+                             film=data_cfg["film"], valid_fraction=data_cfg["valid_fraction"],
+                             test_fraction=data_cfg["test_fraction"])
         splits = read_splits(data.path)
         lm.compute()
         sources = {"train": splits["train"][:data_cfg.get("max_train_documents")],

@@ -45,7 +45,6 @@ import numpy as np
 from critic.config import Key
 from critic.document import Document, read_jsonl
 from critic.io import atomic_write_text
-from critic.registry import get_corpus
 from critic.results import CriticismResult
 from critic.stages import Stage
 from critic.study import Pipeline, load_results, settings_table, read_json, register_study, study_schema
@@ -91,12 +90,6 @@ SCHEMA = study_schema({
     "clamp": Key(float, 5.0, gt=0, help="fig. 6: covariances clamped to [-clamp, clamp] (app. F: 5)"),
     "mean_only": Key(bool, True, help="also report the authors' mean-only scoring (same fitted critic)"),
 }, checks=(LM_CHECK,))
-
-
-def _build(run: Pipeline, stage: Stage, corpus: str, **kwargs) -> None:
-    with run.computing(stage):
-        report = get_corpus(corpus).build(stage.path, **kwargs)
-    run.log(f"built {corpus}: {report.counts}")
 
 
 _STUDY_KEYS = ("validate", "check_seeds")
@@ -260,11 +253,11 @@ def main(run: Pipeline) -> dict[str, CriticismResult]:
                                          upstream=[critic, data, baseline, samples, ppl])
 
     if run.needs(data):
-        _build(run, data, "wiki-summaries", language=data_cfg["language"], topic=data_cfg["topic"] or None,
-               valid_fraction=data_cfg["valid_fraction"], test_fraction=data_cfg["test_fraction"])
+        run.build_corpus(data, "wiki-summaries", language=data_cfg["language"], topic=data_cfg["topic"] or None,
+                         valid_fraction=data_cfg["valid_fraction"], test_fraction=data_cfg["test_fraction"])
     if run.needs(baseline):
-        _build(run, baseline, "manpages", root=Path(base_cfg["root"]), valid_fraction=data_cfg["valid_fraction"],
-               test_fraction=data_cfg["test_fraction"])
+        run.build_corpus(baseline, "manpages", root=Path(base_cfg["root"]),
+                         valid_fraction=data_cfg["valid_fraction"], test_fraction=data_cfg["test_fraction"])
     splits = read_splits(data.path)
     lm.compute()
     train = splits["train"][:data_cfg.get("max_train_documents")]

@@ -81,11 +81,17 @@ def test_run_gives_the_report_command_s_report_and_resumes(files, capsys):
     err = capsys.readouterr().err
     assert all(f"{what}: up to date" in err for what in ("critic sections", "critic topics", "report"))
     assert (out / "report" / "results.json").read_bytes() == before
-    # a changed setting refits that critic only, and redoes the report
-    assert main(["run", config(tmp, data, gens, lda_passes=3), "--out", str(out)]) == 0
+    # a changed setting refits that critic only, and redoes the report, which --track logs
+    runs = tmp / "runs.jsonl"
+    assert main(["run", config(tmp, data, gens, lda_passes=3), "--out", str(out), "--track", f"jsonl:{runs}"]) == 0
     err = capsys.readouterr().err
     assert "critic sections: up to date" in err and "critic topics: fitting lda" in err
     assert "report: up to date" not in err
+    (row,) = [json.loads(line) for line in runs.read_text().splitlines()]
+    saved = json.loads((out / "report" / "results.json").read_text())["critics"]
+    assert row["name"] == "report/report" and row["params"]["critic.topics.params.passes"] == "3"
+    assert row["metrics"]["topics.mymodel.latent_ppl"] == saved["topics"]["candidates"]["mymodel"]["latent_ppl"]
+    assert row["params"]["critic.sections.dir"] == str(out / "critic-sections")
 
 
 @pytest.mark.parametrize("edit, message", [

@@ -9,6 +9,7 @@ import math
 import pytest
 
 from critic.cli import main
+from critic.panel import load_results
 from critic.tracking import TRACKING_ENV, Target, key, run_record, target_from
 
 
@@ -122,3 +123,41 @@ def test_keys_keep_only_what_trackers_take(panel):
     assert all(math.isfinite(v) for v in record.metrics.values())
     assert {f"{label}.{name}.n" for label in panel.results for name in panel.set_names} <= set(record.metrics)
     assert not any(k.endswith("reference.flagged") for k in record.metrics)
+
+
+def test_critic_run_tracks_each_report_a_study_writes(tmp_path, capsys, monkeypatch, fixture_manpage_root):
+    """``critic run --track``: the example study's report logged once, named STUDY/REPORT, its metrics those of
+    its results.json; a rerun that writes nothing logs nothing."""
+    from pathlib import Path
+
+    monkeypatch.delenv(TRACKING_ENV, raising=False)
+    study = Path(__file__).resolve().parents[2] / "docs" / "examples" / "shuffled_sections_study.py"
+    config = tmp_path / "shuffled.toml"
+    config.write_text(f'runner = "shuffled-sections"\n[corpus]\nroot = "{fixture_manpage_root}"\n'
+                      "[criticism]\nn_bootstrap = 20\nn_permutations = 20\n")
+    runs = tmp_path / "runs.jsonl"
+    command = ["--plugin", str(study), "run", str(config), "--out", str(tmp_path / "out"), "--track", f"jsonl:{runs}"]
+    assert main(command) == 0
+    (row,) = [json.loads(line) for line in runs.read_text().splitlines()]
+    report = Path(row["artifacts"])
+    assert row["name"] == f"shuffled-sections/{report.name}" and report.parent == (tmp_path / "out").resolve()
+    (label, result), = load_results(report).results.items()
+    assert len(result.sets) == 2
+    for s in result.sets:
+        assert row["metrics"][f"{label}.{s.name}.latent_ppl"] == s.latent_ppl
+    assert row["params"]["command"] == "run" and row["params"]["settings.n_bootstrap"] == "20"
+    assert main(command) == 0 and runs.read_text().count("\n") == 1  # every stage up to date: nothing new to log
+
+
+def test_a_runner_that_takes_no_track_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    plugin = tmp_path / "plain_runner.py"
+    plugin.write_text("from critic.config import Schema\nfrom critic.registry import register_runner\n\n"
+                      "@register_runner('plain-runner', Schema())\n"
+                      "def main(config, *, out, seed=0, device='cpu'):\n    raise AssertionError('ran')\n")
+    config = tmp_path / "plain.toml"
+    config.write_text('runner = "plain-runner"\n')
+    monkeypatch.delenv(TRACKING_ENV, raising=False)
+    assert main(["--plugin", str(plugin), "run", str(config), "--out", str(tmp_path / "o"), "--track",
+                 f"jsonl:{tmp_path / 'runs.jsonl'}"]) == 2
+    assert "--track: runner 'plain-runner' writes no report it can log" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists() and not (tmp_path / "runs.jsonl").exists()

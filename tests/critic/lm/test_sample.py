@@ -251,6 +251,59 @@ def test_failures_are_counted_by_reason_never_dropped(model_dir, tmp_path):
     assert len(read_jsonl(tmp_path / "s" / "documents.jsonl")) == len(docs)
 
 
+def test_cut_generations_are_read_as_documents_when_asked(model_dir, tmp_path):
+    sample(model_dir, tmp_path / "s", n=24, batch_size=8, max_new_tokens=40, seed=0, progress=False)
+    log = _log(tmp_path / "s")
+    plain, plain_failures = read_generations(tmp_path / "s")
+    docs, failures = read_generations(tmp_path / "s", cut=True)
+    expected = {}
+    for i, gen in log.items():  # a cut generation parses as the text it wrote with the end token added
+        text = gen.text if gen.finished else gen.text + FMT.end_of_document
+        try:
+            expected[i] = FMT.parse(text, doc_id=f"gen-{i:06d}")
+        except GenerationParseError:
+            pass
+    cut = [i for i in expected if not log[i].finished]
+    assert cut and len(docs) == len(expected) == len(plain) + len(cut)
+    assert [d.metadata["index"] for d in docs] == sorted(expected)
+    assert all(d.sections == expected[d.metadata["index"]].sections for d in docs)
+    assert sorted(d.metadata["index"] for d in docs if d.metadata.get("cut")) == sorted(cut)
+    assert plain_failures["no end-of-document"] >= len(cut) and "no end-of-document" not in failures
+    assert sum(failures.values()) == 24 - len(docs)  # a cut generation that does not parse keeps its reason
+
+
+def test_an_opening_is_sampled_and_the_warp_applies_after_it(boosted):
+    model, _, end = boosted
+    runs = {}
+    for name, warp in (("ancestral", Warp()), ("greedy", Warp(top_k=1, opening=3))):
+        g = torch.Generator().manual_seed(11)
+        runs[name] = {r: ids for r, ids, _ in generate_batch(model, rows=8, prompt=[end], end_id=end,
+                                                             max_new_tokens=12, window=WINDOW, generator=g,
+                                                             warp=warp)}
+    naive = {}  # reference: the loop by hand, ancestral draws for 3 steps, then the argmax
+    g = torch.Generator().manual_seed(11)
+    with torch.no_grad():
+        for r in range(8):
+            naive[r] = []
+        seqs, alive = [[end] for _ in range(8)], list(range(8))
+        for step in range(12):
+            logits = model(input_ids=torch.tensor([seqs[r][-(WINDOW - 1):] for r in alive])).logits[:, -1]
+            tokens = draw(logits, g, Warp() if step < 3 else Warp(top_k=1)).tolist()
+            if step >= 3:
+                assert tokens == logits.argmax(-1).tolist()
+            for r, t in zip(alive, tokens):
+                seqs[r].append(t)
+                naive[r].append(t)
+            alive = [r for r in alive if seqs[r][-1] != end]
+            if not alive:
+                break
+    assert runs["greedy"] == naive
+    assert all(runs["greedy"][r][:3] == runs["ancestral"][r][:3] for r in range(8))  # one seed, one opening
+    assert runs["greedy"] != runs["ancestral"]
+    with pytest.raises(ValueError, match="opening must be"):
+        Warp(opening=-1)
+
+
 def test_bad_inputs_are_refused_with_the_folder_named(model_dir, tmp_path):
     sample(model_dir, tmp_path / "s", n=2, batch_size=2, max_new_tokens=5, progress=False)
     with pytest.raises(ValueError, match=r"s: holds a sampling run with other settings \(max_new_tokens"):
