@@ -282,3 +282,32 @@ def test_a_scheduler_address_is_checked_before_a_client_is_made(cluster, job, fa
     silent = fake_server("silent")
     with pytest.raises(ValueError, match=rf"--scheduler {silent}: no answer within 1 s"):
         check_scheduler(silent, timeout=1)
+
+
+@pytest.mark.parametrize("name", ["repetition", "entity-grid"])
+def test_the_critics_beyond_the_paper_stream_and_score_on_dask_as_in_one_call(cluster, fixture_manpages, tmp_path,
+                                                                              name):
+    """The repetition and entity-grid critics streamed in chunks here and on the cluster's workers (each reading
+    its span of the input): the same bytes, and each row's T(x) that of one ``score`` call over every document."""
+    from critic.distributed import dask_scorer
+    from critic.inputs import line_input
+    from critic.registry import get_critic
+
+    pages = fixture_manpages["train"]
+    get_critic(name)().fit(pages).save(tmp_path / "critic")
+    critic = Critic.load(tmp_path / "critic")
+    docs = [Document(f"{pages[i % len(pages)].id}#{i}", pages[i % len(pages)].sections)
+            for i in range(int(2.5 * critic.batch_size))]
+    path = write_jsonl(docs, tmp_path / "docs.jsonl")
+    score_stream(critic, docs, tmp_path / "serial.jsonl", source=path, batches_per_chunk=1)
+    lines = line_input(path)
+    scorer = dask_scorer(cluster, tmp_path / "critic", critic, seed=0, lines=lines, window=2)
+    state = score_stream(critic, lines, tmp_path / "dask.jsonl", source=path, scorer=scorer, report=lines.report(),
+                         batches_per_chunk=1)
+    assert len(state["chunks"]) == 3
+    assert (tmp_path / "dask.jsonl").read_bytes() == (tmp_path / "serial.jsonl").read_bytes()
+    rows = [json.loads(line) for line in (tmp_path / "dask.jsonl").read_text().splitlines()]
+    scores = critic.score(docs)
+    by_id = dict(zip(scores.doc_ids, scores.latent_nll.tolist()))
+    assert len(by_id) == len(docs) and all(row["latent_nll"] == pytest.approx(by_id[row["id"]], rel=1e-12)
+                                           for row in rows)
