@@ -3,6 +3,7 @@ summary row per critic and set and one page per flagged document, its filter wor
 
 from __future__ import annotations
 
+import html
 import re
 from html.parser import HTMLParser
 
@@ -192,3 +193,35 @@ def test_a_run_s_figure_files_are_shown_under_their_captions(sets, panel, tmp_pa
     assert "<figcaption>transitions_permuted</figcaption>" not in page
     assert '<a href="transitions_permuted.png"><img alt="Section transitions of' in page  # the file beside it
     assert "<figcaption>uncaptioned</figcaption>" in page  # a file without a caption keeps its name
+
+
+def test_the_new_critics_document_pages_render_their_views_and_fetch_nothing(fixture_manpages, browser, tmp_path):
+    """A looped page's page marks the repeated paragraph (repetition view) and shows the entity grid as a table,
+    in a real browser with every host blocked."""
+    from critic.corrupt import corrupt_all
+    from critic.registry import get_critic
+    from critic.settings import CriticismSettings
+    from critic.workflows import criticise
+
+    pages = fixture_manpages
+    critics = {name: get_critic(name)().fit(pages["train"]) for name in ("repetition", "entity-grid")}
+    reference = pages["train"] + pages["valid"]
+    looped = corrupt_all(pages["test"], "looped-paragraph", seed=1)
+    panel = criticise(critics, reference, {"looped": looped},
+                      CriticismSettings(flag_level=0.5, n_bootstrap=20, n_permutations=20))
+    out = tmp_path / "r"
+    write_report(panel, out, documents={"reference": reference, "looped": looped}, critics=critics)
+    flags = panel.flagged()
+    both = [k for k, flag in enumerate(flags) if set(flag.by) == {"repetition", "entity-grid"}]
+    assert both, [flag.by for flag in flags]
+    dom = browser.dom(out / "documents" / f"{both[0]}.html")
+    flag = flags[both[0]]
+    info = next(d for d in looped if d.id == flag.id).metadata["corruption"]
+    paragraph = next(d for d in pages["test"] if flag.id.startswith(d.id + "#")).sections[info["section"]].text[
+        info["start"]:info["end"]]
+    marks = re.findall(r'<mark class="(loop|copy)"[^>]*>(.*?)</mark>', dom, re.S)
+    looped_text = " ".join(paragraph.split())
+    assert any(kind == "loop" and " ".join(html.unescape(text).split()[:8]) in looped_text
+               for kind, text in marks), marks[:3]
+    assert dom.count("<table") >= 2 and any(f">{role}<" in dom for role in "SOX")  # the grid's roles
+    assert browser.requests == []
