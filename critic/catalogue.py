@@ -29,7 +29,7 @@ from .helptext import plain_help
 from .io import atomic_write_text, claim_folder, user_cache
 from .terminal import get_logger
 
-__all__ = ["CriticCard", "Catalogue", "catalogue", "import_critic", "cache_folder", "CACHE_ENV"]
+__all__ = ["CriticCard", "Catalogue", "catalogue", "critic_card", "import_critic", "cache_folder", "CACHE_ENV"]
 
 _log = get_logger(__name__)
 
@@ -41,7 +41,8 @@ a folder the tool made or an empty one (:func:`critic.io.claim_folder`)."""
 @dataclass(frozen=True)
 class CriticCard:
     """What the command line shows of a critic: its docstring as plain text, what it needs, its default
-    calibration folds and one line per setting (:func:`critic.config.describe_settings`); the plugin whose
+    calibration folds and one line per setting (:func:`critic.config.describe_settings`); the ``batch_size`` and
+    ``chunk_documents`` a stream plans its chunks with (:class:`critic.saved.SavedCritic`); the plugin whose
     module defines it (:func:`critic.registry.plugin_of`; ``""`` for none), which :func:`import_critic` imports
     alone to load a saved critic; and the package extra that installs what it needs (the class's ``extra``
     attribute: ``pip install 'critic[EXTRA]'``; ``""``: the core's dependencies suffice)."""
@@ -51,6 +52,8 @@ class CriticCard:
     needs: str
     calibration_folds: int | None
     settings: tuple[str, ...]
+    batch_size: int
+    chunk_documents: int
     plugin: str = ""
     extra: str = ""
 
@@ -59,8 +62,8 @@ class CriticCard:
         from .config import describe_settings
 
         return cls(name, plain_help(inspect.cleandoc(critic_class.__doc__ or "")), str(critic_class.needs),
-                   critic_class.calibration_folds, tuple(describe_settings(critic_class)),
-                   registry.plugin_of(critic_class.__module__) or "", str(getattr(critic_class, "extra", "") or ""))
+                   critic_class.calibration_folds, tuple(describe_settings(critic_class)), critic_class.batch_size,
+                   critic_class.chunk_documents, registry.plugin_of(critic_class.__module__) or "", str(getattr(critic_class, "extra", "") or ""))
 
     @property
     def summary(self) -> str:
@@ -167,16 +170,20 @@ def import_critic(name: str) -> bool:
     then loads every plugin (:func:`critic.registry.get_critic`)."""
     if name in registry.list_critics(plugins=False):
         return True
-    card = (_READ.critics.get(name) if _READ is not None else None) or _kept_card(name)
+    card = critic_card(name)
     if card is None or not card.plugin or not registry.load_plugin(card.plugin):
         return False
     return name in registry.list_critics(plugins=False)
 
 
-def _kept_card(name: str) -> CriticCard | None:
-    """Critic ``name``'s card in the kept catalogue when its fingerprint holds, else ``None``."""
-    kept = _cached(cache_folder() / "catalogue.json", fingerprint())
-    return kept.critics.get(name) if kept is not None else None
+def critic_card(name: str) -> CriticCard | None:
+    """Critic ``name``'s card as this process read the catalogue, else in the kept catalogue when its fingerprint
+    holds; ``None`` when neither has it (nothing is built or imported here)."""
+    card = _READ.critics.get(name) if _READ is not None else None
+    if card is None:
+        kept = _cached(cache_folder() / "catalogue.json", fingerprint())
+        card = kept.critics.get(name) if kept is not None else None
+    return card
 
 
 def errors_known() -> dict[str, str]:

@@ -37,17 +37,18 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
-from . import __version__, progress, registry
+from . import __version__, collector, progress, registry
 from .cli_args import (add_input_arguments, common_options, criticism_settings, fold_count, positive_int, read_with_args,
                        say)
 from .catalogue import catalogue, errors_known
 from .config import ConfigError, check_config, check_params, line_of, read_toml, seeded_params, suggest
 from .io import atomic_write_text, check_replaceable, claim_folder, output_lock
+from .saved import check_device_name
 from .stages import is_run_folder
 from .terminal import get_logger, level_of, printable_streams, verbosity
 from .workflows import fit_critic
 
-__all__ = ["main", "build_parser", "seed_everything", "EXIT_ERROR", "EXIT_INTERRUPTED"]
+__all__ = ["main", "build_parser", "set_up_torch", "EXIT_ERROR", "EXIT_INTERRUPTED"]
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -59,17 +60,33 @@ _USER_ERRORS = (ValueError, KeyError, OSError, RuntimeError, EOFError)
 ValueErrors; a missing file is an OSError; an absent device a RuntimeError)."""
 
 
-def seed_everything(seed: int) -> None:
-    """Seed Python and torch (all devices), and NumPy's global generator when it is loaded already.  Every draw of
-    critic's own from NumPy goes through a seeded ``Generator`` (and every library it calls is given its seed:
-    gensim's and scikit-learn's ``random_state``), so a command that never loads ``numpy.random`` does not pay its
-    import (80 ms, 5% of ``critic score``'s start-up) to seed a generator nothing draws from."""
+def set_up_torch(device: str, seed: int, threads: int) -> None:
+    """Before a command computes: ``device`` checked present (never a fallback), Python, torch and NumPy's global
+    generator (when NumPy is loaded already) seeded, and torch's threads set.  Every draw of critic's own from
+    NumPy goes through a seeded ``Generator`` (and every library it calls is given its seed: gensim's and
+    scikit-learn's ``random_state``), so a command that never loads ``numpy.random`` does not pay its import (80
+    ms) to seed a generator nothing draws from.  Torch's CPU generator is seeded, and CUDA's when the device is a
+    GPU: ``torch.manual_seed`` would queue CUDA's seeding with a formatted stack (70 ms reading torch's sources) on
+    a machine that never computes on one."""
     import torch
 
+    from .critic import resolve_device
+
+    resolve_device(device)
     random.seed(seed)
     if "numpy.random" in sys.modules:
         sys.modules["numpy.random"].seed(seed % 2**32)
-    torch.manual_seed(seed)
+    torch.default_generator.manual_seed(seed)
+    if device.startswith("cuda"):
+        torch.cuda.manual_seed_all(seed)
+    torch.set_num_threads(threads)
+
+
+def _computes_here(args) -> bool:
+    """Whether a command computes in this process: not ``critic score --workers N`` or ``--scheduler ADDRESS``,
+    which plans chunks and writes what Dask workers return (each worker loads the critic on the device, runs one
+    torch thread, and seeds each batch from its chunk's index), so it never imports torch."""
+    return not (getattr(args, "workers", None) or getattr(args, "scheduler", None))
 
 
 _INVALID_CHOICE = re.compile(r"argument (?P<what>[\w -]+?): invalid choice: '(?P<given>[^']*)' "
@@ -403,17 +420,12 @@ def _run(argv: list[str], logger) -> int:
         if hasattr(args, "criticism"):  # the settings with their bounds, together, before any file or model
             args.criticism = criticism_settings(args)
         _require_inputs(args)
-        if hasattr(args, "device"):
-            from .critic import resolve_device
-
-            resolve_device(args.device)
-        if hasattr(args, "seed"):
-            seed_everything(args.seed)
-        if hasattr(args, "threads"):
-            import torch
-
-            torch.set_num_threads(args.threads)
-        return int(args.func(args) or 0)
+        if hasattr(args, "device"):  # common_options: --seed, --device, --threads
+            check_device_name(args.device)
+            if _computes_here(args):
+                set_up_torch(args.device, args.seed, args.threads)
+        with collector.frozen():  # torch's and the tool's objects, alive until exit, out of every collection
+            return int(args.func(args) or 0)
     except KeyboardInterrupt:
         if debug:
             raise

@@ -32,7 +32,6 @@ import functools
 import inspect
 import json
 import math
-import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,34 +44,22 @@ from .calibration import Calibration, cross_fit_calibration
 from .document import Document
 from .io import OUTPUT_MARKER, atomic_directory, atomic_write_text, check_replaceable, sha256_bytes, sha256_file
 from .latent import Prior, cross_entropy, monte_carlo_cross_entropy
+from .saved import FORMAT_VERSION, CriticLoadError, check_device_name, critic_class, read_meta
 
 __all__ = ["Critic", "Projection", "LatentNLL", "Scores", "NotFittedError", "CriticLoadError", "describe_skips",
            "resolve_device", "FORMAT_VERSION", "MAX_REASONS"]
 
-FORMAT_VERSION = 2
-"""Version of the on-disk format written by :meth:`Critic.save` (2: state hash, own files, no device)."""
-
 MAX_REASONS = 5
 """The most lines :meth:`Critic.reasons` may give for one document."""
-
-_DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
 
 class NotFittedError(RuntimeError):
     """Raised when a critic is used before :meth:`Critic.fit`."""
 
 
-class CriticLoadError(ValueError):
-    """A saved critic that cannot be loaded: the message names the path and what is wrong."""
-
-
 def resolve_device(device: str | torch.device) -> torch.device:
     """The torch device named: ``cpu`` or ``cuda[:i]``; an error, never a fallback, if absent."""
-    if isinstance(device, torch.device):
-        device = str(device)
-    if not isinstance(device, str) or not _DEVICE.match(device):
-        raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {device!r}")
-    dev = torch.device(device)
+    dev = torch.device(check_device_name(str(device) if isinstance(device, torch.device) else device))
     if dev.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0:
@@ -584,16 +571,9 @@ class Critic:
         empty files, bad JSON, wrong types, a relabelled kind, edited state --
         raises :class:`CriticLoadError` naming the path and what is wrong.
         """
-        from .catalogue import import_critic
-        from .registry import get_critic
-
         path = Path(path)
-        meta = _read_meta(path)
-        try:
-            import_critic(meta["critic"])  # its module alone, when the kept catalogue names it; else every plugin
-            klass = get_critic(meta["critic"])
-        except KeyError as exc:
-            raise CriticLoadError(f"{path}: {exc.args[0]}") from None
+        meta = read_meta(path)
+        klass = critic_class(meta["critic"], path)
         if cls is not Critic and not issubclass(klass, cls):
             raise CriticLoadError(f"{path} holds a {meta['critic']!r} critic, not a {cls.__name__}")
         tensors = _read_tensors(path, meta["tensors"])
@@ -652,38 +632,6 @@ def _hash_files(directory: Path) -> dict[str, str]:
         if f.is_file() and rel not in ("critic.json", "tensors.pt", OUTPUT_MARKER):
             out[rel] = sha256_file(f)
     return out
-
-
-_META_TYPES = {"format_version": int, "critic": str, "params": dict, "state": dict, "tensors": list,
-               "files": dict, "state_sha256": str}
-
-
-def _read_meta(path: Path) -> dict[str, Any]:
-    meta_file = path / "critic.json"
-    if not path.is_dir():
-        raise CriticLoadError(f"{path}: not a saved critic ({'a file, not a folder' if path.exists() else 'no such directory'})")
-    if not meta_file.is_file():
-        raise CriticLoadError(f"{path}: not a saved critic (no critic.json)")
-    try:
-        meta = json.loads(meta_file.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise CriticLoadError(f"{meta_file}: not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise CriticLoadError(f"{meta_file}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
-    if not isinstance(meta, dict):
-        raise CriticLoadError(f"{meta_file}: expected a JSON object, got {type(meta).__name__}")
-    version = meta.get("format_version")
-    if version != FORMAT_VERSION:
-        raise CriticLoadError(f"{meta_file}: critic format version {version!r}, this code reads {FORMAT_VERSION} "
-                              "(refit and save the critic)")
-    for key, kind in _META_TYPES.items():
-        if key not in meta:
-            raise CriticLoadError(f"{meta_file}: missing key {key!r}")
-        if not isinstance(meta[key], kind) or isinstance(meta[key], bool):
-            raise CriticLoadError(f"{meta_file}: {key!r} must be a {kind.__name__}, got {type(meta[key]).__name__}")
-    if not all(isinstance(t, str) for t in meta["tensors"]):
-        raise CriticLoadError(f"{meta_file}: 'tensors' must be a list of names")
-    return meta
 
 
 def _read_tensors(path: Path, names: list[str]) -> dict[str, torch.Tensor]:

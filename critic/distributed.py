@@ -25,16 +25,21 @@ from __future__ import annotations
 import json
 import os
 import resource
+import threading
 from collections import deque
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
-from .critic import Critic, CriticLoadError
+from . import collector
 from .document import Document
 from .inputs import LineInput
 from .resources import require_memory
-from .streaming import Chunk, ChunkOutput, Scorer, fewer_collections, score_chunk
+from .saved import CriticLoadError
+from .streaming import Chunk, ChunkOutput, Scorer, StreamCritic, score_chunk
+
+if TYPE_CHECKING:  # torch: the client plans chunks without it (a SavedCritic); each worker loads the critic
+    from .critic import Critic
 
 __all__ = ["dask_scorer", "local_cluster", "check_workers", "check_scheduler", "SCHEDULER_SECONDS", "RETRIES", "WORKER_BYTES", "WORKER_FILES",
            "WORKERS_PER_CORE"]
@@ -48,54 +53,76 @@ WORKER_FILES = 64
 WORKERS_PER_CORE = 4
 """The most worker processes an embedded cluster runs per core: each runs one torch thread."""
 
-_LOADED: dict[tuple[str, str], Critic] = {}
+_LOADED: dict[tuple[str, str, str], "Critic"] = {}
+_LOADING = threading.Lock()
 
 
-def _worker_critic(critic_dir: str, state_sha256: str) -> Critic:
-    """The critic saved at ``critic_dir``, loaded once per worker process and checked against the client's
-    state hash."""
-    key = (critic_dir, state_sha256)
-    critic = _LOADED.get(key)
-    if critic is None:
-        critic = Critic.load(critic_dir)
-        if critic.state_sha256() != state_sha256:
-            raise CriticLoadError(f"{critic_dir}: the critic a worker loads (state {critic.state_sha256()[:12]}...) "
-                                  f"is not the client's ({state_sha256[:12]}...): was it saved again meanwhile?")
-        _LOADED.clear()
-        _LOADED[key] = critic
+def _worker_critic(critic_dir: str, state_sha256: str, device: str, batch_size: int) -> "Critic":
+    """The critic saved at ``critic_dir`` on ``device``, loaded once per worker process (by one of its threads)
+    and checked against what the client planned with: its state hash and its ``batch_size`` (a chunk's Monte
+    Carlo seeds follow from its batches)."""
+    from .critic import Critic
+
+    key = (critic_dir, state_sha256, device)
+    with _LOADING:
+        critic = _LOADED.get(key)
+        if critic is None:
+            critic = Critic.load(critic_dir, device=device)
+            if critic.state_sha256() != state_sha256:
+                raise CriticLoadError(f"{critic_dir}: the critic a worker loads (state {critic.state_sha256()[:12]}"
+                                      f"...) is not the client's ({state_sha256[:12]}...): was it saved again "
+                                      "meanwhile?")
+            if critic.batch_size != batch_size:
+                raise CriticLoadError(f"{critic_dir}: the critic a worker loads scores batches of "
+                                      f"{critic.batch_size} documents, the client planned {batch_size}: is the "
+                                      "same critic package installed on every machine?")
+            _LOADED.clear()
+            _LOADED[key] = critic
     return critic
 
 
-def _score_on_worker(critic_dir: str, state_sha256: str, chunk: Chunk, lines: LineInput | None,
-                     docs: bytes | None, seed: int) -> ChunkOutput:
+def _load_on_worker(critic_dir: str, state_sha256: str, device: str, batch_size: int) -> None:
+    """A worker's first task: load the critic (:func:`_worker_critic`) before its first chunk arrives."""
+    _worker_critic(critic_dir, state_sha256, device, batch_size)
+
+
+def _score_on_worker(critic_dir: str, state_sha256: str, device: str, batch_size: int, chunk: Chunk,
+                     lines: LineInput | None, docs: bytes | None, seed: int) -> ChunkOutput:
     """A worker's task: a chunk's output, its span read here from ``lines`` or its documents given as JSON
     lines (``docs``), with the cyclic collector tuned as in the client's stream
-    (:func:`~critic.streaming.fewer_collections`)."""
-    critic = _worker_critic(critic_dir, state_sha256)
-    with fewer_collections():  # a worker holds Dask's objects besides torch's: 1.6x the CPU of a chunk without
+    (:func:`critic.collector.frozen`)."""
+    critic = _worker_critic(critic_dir, state_sha256, device, batch_size)
+    with collector.frozen(collector.STREAM_THRESHOLD):  # a worker holds Dask's objects besides torch's: 1.6x the CPU of a chunk without
         if docs is not None:
             chunk = replace(chunk, docs=[Document.from_dict(json.loads(line))
                                          for line in docs.decode("utf-8").splitlines()])
         return score_chunk(critic, chunk, seed=seed, lines=lines)
 
 
-def dask_scorer(client, critic_dir: str | Path, critic: Critic, *, seed: int, lines: LineInput | None = None,
-                window: int | None = None, retries: int = RETRIES) -> Scorer:
+def dask_scorer(client, critic_dir: str | Path, critic: StreamCritic, *, seed: int, device: str = "cpu",
+                lines: LineInput | None = None, window: int | None = None, retries: int = RETRIES) -> Scorer:
     """A :data:`~critic.streaming.Scorer` that scores chunks on ``client``'s workers, yielding them in order;
-    ``window`` chunks in flight at most (default: twice the workers).  A chunk of a span is read by its worker
-    from ``lines`` (the input's path must open there too); a chunk of documents is sent with them.  A chunk whose
-    worker dies (its task killed, or its scattered documents lost with it) is sent again, up to ``retries`` times."""
+    ``window`` chunks in flight at most (default: twice the workers).  ``critic``: the critic saved at
+    ``critic_dir`` as the client plans with it (a :class:`~critic.saved.SavedCritic` will do: the client need not
+    load it); each worker loads it on ``device`` and checks it against the client's.  Every worker known now
+    starts loading it at once (its torch, its files), while the client still reads the input.  A chunk of a span
+    is read by its worker from ``lines`` (the input's path must open there too); a chunk of documents is sent with
+    them.  A chunk whose worker dies (its task killed, or its scattered documents lost with it) is sent again, up
+    to ``retries`` times."""
     from concurrent.futures import CancelledError
 
+    from distributed import wait
     from distributed.scheduler import KilledWorker
 
-    sha = critic.state_sha256()
-    window = window or 2 * max(1, len(client.scheduler_info().get("workers", {})))
+    planned = (str(critic_dir), critic.state_sha256(), device, critic.batch_size)
+    workers = list(client.scheduler_info().get("workers", {}))
+    window = window or 2 * max(1, len(workers))
+    warming = [client.submit(_load_on_worker, *planned, workers=[address], allow_other_workers=True, pure=False)
+               for address in workers]  # one a worker; where that worker died, any other
 
     def submit(chunk: Chunk, docs: bytes | None):
         data = None if docs is None else client.scatter(docs, hash=False)  # data, not part of the task graph
-        return client.submit(_score_on_worker, str(critic_dir), sha, replace(chunk, docs=[]), lines, data, seed,
-                             pure=False)
+        return client.submit(_score_on_worker, *planned, replace(chunk, docs=[]), lines, data, seed, pure=False)
 
     def result(chunk: Chunk, docs: bytes | None, future) -> ChunkOutput | None:
         for attempt in range(retries + 1):
@@ -125,6 +152,7 @@ def dask_scorer(client, critic_dir: str | Path, critic: Critic, *, seed: int, li
         while pending:
             done = pending.popleft()
             yield done[0], result(*done)
+        wait(warming)  # not stopped half-way when the cluster closes; one that failed failed a chunk, which said why
 
     return run
 

@@ -15,8 +15,6 @@ name), a UTF-8 byte order mark at its start dropped, a named pipe read as it com
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import hashlib
 import io
 import json
@@ -26,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
+from . import collector
 from .spans import Span, read_span
 
 __all__ = ["Section", "Document", "DocumentError", "unique_ids", "UniqueIds", "read_jsonl", "iter_jsonl", "iter_json_lines", "write_jsonl",
@@ -303,24 +302,6 @@ def iter_json_lines(path: str | Path | Span) -> Iterator[tuple[str, Any]]:
         yield where, value
 
 
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector paused while a whole file is read into memory.
-
-    Parsed documents hold no reference cycles, yet every few hundred new containers trigger a collection,
-    and the older generations' collections walk every document read so far: reading a large file into a
-    list takes about twice as long with the collector on.  Streamed reading does not need this (its
-    documents die young).
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 class UniqueIds:
     """The document ids of an input read so far, each with where it was read: the one check that ids are unique
     (every reader's, and a stream's across chunks read apart: :meth:`claim_all`)."""
@@ -357,7 +338,7 @@ def iter_jsonl(path: str | Path | Span, ids: UniqueIds | None = None) -> Iterato
 
 def read_jsonl(path: str | Path) -> list[Document]:
     """Read every document of a JSONL file; an empty file is an error (nothing to criticise)."""
-    with collector_paused():
+    with collector.paused():
         docs = list(iter_jsonl(path))
     if not docs:
         raise DocumentError(f"{path}: file holds no documents")

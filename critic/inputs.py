@@ -36,7 +36,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from .document import Document, DocumentError, Section, _json_type, check_file, collector_paused, compression, \
+from . import collector
+from .document import Document, DocumentError, Section, _json_type, check_file, compression, \
     UniqueIds, is_pipe, iter_input_lines, iter_json_lines, iter_jsonl, read_input, uncompressed_name
 from .registry import get_format, list_formats, register_format
 from .spans import Span
@@ -922,7 +923,7 @@ class LineInput:
         """The documents of ``span`` (a span of this file); :class:`DocumentError` as for the whole file."""
         report = ReadReport(path=self.path, format=self.options.format, name=self.name, skipped_documents=[])
         build = DocumentBuilder(self.name, self.options, report)
-        with collector_paused():
+        with collector.paused():
             documents = list(get_format(self.options.format).documents(span, self.options, build))
         report.n_read = len(documents)
         return SpanRead(documents, report, build.ids)
@@ -944,5 +945,5 @@ def line_input(path: str | Path, options: InputOptions = InputOptions(), *, name
 def read_documents(path: str | Path, options: InputOptions = InputOptions(), *, name: str | None = None,
                    report: ReadReport | None = None) -> list[Document]:
     """Every document at ``path`` (see :func:`iter_documents`); none is an error (nothing to criticise)."""
-    with collector_paused():
+    with collector.paused():
         return list(iter_documents(path, options, name=name, report=report))

@@ -11,6 +11,7 @@ changed since is refused by name, never read half old and half new.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from typing import Iterator
@@ -49,10 +50,12 @@ def file_stamp(path: str | os.PathLike) -> tuple[int, int]:
     return status.st_size, status.st_mtime_ns
 
 
-def plan_spans(path: str | os.PathLike, lines_per_span: int) -> Iterator[Span]:
+def plan_spans(path: str | os.PathLike, lines_per_span: int, *, digest: "hashlib._Hash | None" = None
+               ) -> Iterator[Span]:
     """The file at ``path`` as consecutive spans of ``lines_per_span`` lines each (the last one may hold fewer;
     an empty file has none), found by counting newlines (``bytes.count`` a block, ``bytes.find`` up to each span's
-    end), so memory stays at :data:`SCAN_BYTES` whatever the file's size.  ``ValueError`` for
+    end), so memory stays at :data:`SCAN_BYTES` whatever the file's size.  ``digest`` (a :mod:`hashlib` object),
+    when given, is updated with every byte read: the file's hash from the same read.  ``ValueError`` for
     ``lines_per_span < 1``; ``OSError`` from reading."""
     if lines_per_span < 1:
         raise ValueError(f"lines_per_span must be at least 1, got {lines_per_span}")
@@ -61,6 +64,8 @@ def plan_spans(path: str | os.PathLike, lines_per_span: int) -> Iterator[Span]:
     first_line, last_byte = 1, b"\n"
     with open(path, "rb") as fh:
         while block := fh.read(SCAN_BYTES):
+            if digest is not None:
+                digest.update(block)
             newlines, at = block.count(b"\n"), 0  # the block's newlines; where the open span goes on in it
             while newlines >= lines_per_span - counted:
                 newlines -= lines_per_span - counted

@@ -2,7 +2,7 @@
 
 ``critic score`` on a million generations must neither hold them in memory nor lose finished work when
 it is stopped.  :func:`score_stream` cuts the input into **chunks of** ``batches_per_chunk * batch_size``
-**records** (about :data:`CHUNK_DOCUMENTS` by default; :func:`plan_chunks`):
+**records** (about the critic's ``chunk_documents`` by default, 8,192 for most; :func:`plan_chunks`):
 
 - a :class:`~critic.inputs.LineInput` (a plain file of JSON lines, or one generation a line) by its lines,
   found by newlines alone (:func:`critic.spans.plan_spans`); each chunk's span of lines is read, parsed and
@@ -42,32 +42,42 @@ its chunk's rows (the reader's :attr:`~critic.inputs.ReadReport.skipped_document
 from __future__ import annotations
 
 import contextlib
-import gc
 import hashlib
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sequence, Union
 
-from .critic import Critic, Scores
+from . import collector
 from .document import Document, DocumentError, UniqueIds
 from .inputs import LineInput, ReadReport
 from .spans import Span, plan_spans
 from .io import atomic_open, atomic_write_text, output_lock, sha256_bytes, sha256_file
 from .terminal import json_line
 
-__all__ = ["CHUNK_DOCUMENTS", "Chunk", "Scorer", "chunk_batches", "plan_chunks", "score_chunk", "score_rows",
+if TYPE_CHECKING:  # torch: a process that only plans chunks for Dask workers never imports it
+    from .critic import Critic, Scores
+
+__all__ = ["Chunk", "Scorer", "StreamCritic", "chunk_batches", "plan_chunks", "score_chunk", "score_rows",
            "scored_chunks", "score_stream", "skipped_rows", "merge_shards", "progress_path", "parse_shard"]
 
-CHUNK_DOCUMENTS = Critic.chunk_documents
-"""About how many checked documents a chunk holds by default (the unit that is written, resumed and sharded):
-whole batches, at least one; :func:`chunk_batches` turns a critic's ``chunk_documents`` into batches."""
+class StreamCritic(Protocol):
+    """What a stream is planned with: a fitted :class:`~critic.critic.Critic`, or a
+    :class:`~critic.saved.SavedCritic` where every chunk is scored elsewhere (no torch in the planning process).
+    ``chunk_documents``: about how many checked documents a chunk holds by default (the unit that is written,
+    resumed and sharded), in whole batches of ``batch_size``."""
+
+    name: str
+    batch_size: int
+    chunk_documents: int
+
+    def state_sha256(self) -> str: ...
 
 
-def chunk_batches(critic: Critic, batches: int | None = None) -> int:
-    """``batches`` when given, else the whole batches that make about the critic's ``chunk_documents``
-    (:data:`CHUNK_DOCUMENTS` unless a slow critic asks for fewer)."""
+def chunk_batches(critic: StreamCritic, batches: int | None = None) -> int:
+    """``batches`` when given, else the whole batches (at least one) that make about the critic's
+    ``chunk_documents``."""
     return batches if batches is not None else max(1, critic.chunk_documents // critic.batch_size)
 
 
@@ -171,12 +181,13 @@ class ChunkOutput:
     ids: UniqueIds | None = None
 
 
-def plan_chunks(critic: Critic, docs: Documents, *, batches_per_chunk: int | None = None,
-                shard: tuple[int, int] = (1, 1), done: int = 0, read_skips: list[tuple[str, str]] | None = None
-                ) -> Iterator[Chunk]:
+def plan_chunks(critic: StreamCritic, docs: Documents, *, batches_per_chunk: int | None = None,
+                shard: tuple[int, int] = (1, 1), done: int = 0, read_skips: list[tuple[str, str]] | None = None,
+                spans: Sequence[Span] | None = None) -> Iterator[Chunk]:
     """The chunks of ``docs`` (see the module docstring), ``chunk_batches * batch_size`` records each: lines of a
-    :class:`~critic.inputs.LineInput` (found by :func:`critic.spans.plan_spans`, nothing parsed), else documents
-    and skipped generations (``read_skips``: see :func:`_chunks`).  A chunk holds at most that many documents, so
+    :class:`~critic.inputs.LineInput` (found by :func:`critic.spans.plan_spans`, nothing parsed; ``spans``: those
+    found already, of that many lines each), else documents and skipped generations (``read_skips``: see
+    :func:`_chunks`).  A chunk holds at most that many documents, so
     at most ``chunk_batches`` batches: chunk ``c``'s k-th batch is the stream's ``c * chunk_batches + k``-th.  A
     chunk is ``todo`` when it is of this ``shard`` and ends after the first ``done`` records."""
     batches = chunk_batches(critic, batches_per_chunk)
@@ -186,7 +197,7 @@ def plan_chunks(critic: Critic, docs: Documents, *, batches_per_chunk: int | Non
         return read > done and index % shard[1] == shard[0] - 1
 
     if isinstance(docs, LineInput):
-        for index, span in enumerate(plan_spans(docs.path, records)):
+        for index, span in enumerate(spans if spans is not None else plan_spans(docs.path, records)):
             yield Chunk(index, span.last_line, index * batches, todo(index, span.last_line), span=span)
         return
     for index, (read, chunk, skipped) in enumerate(_chunks(docs, records, read_skips)):
@@ -211,27 +222,27 @@ Scorer = Callable[[Iterable[Chunk]], Iterator[tuple[Chunk, "ChunkOutput | None"]
 their output (``None`` for a chunk that is not ``todo``)."""
 
 
-def scored_chunks(critic: Critic, docs: Documents, *, seed: int = 0, batches_per_chunk: int | None = None,
+def scored_chunks(critic: StreamCritic, docs: Documents, *, seed: int = 0, batches_per_chunk: int | None = None,
                   shard: tuple[int, int] = (1, 1), done: int = 0, scorer: Scorer | None = None,
-                  report: ReadReport | None = None, ids: UniqueIds | None = None
-                  ) -> Iterator[tuple[Chunk, ChunkOutput | None]]:
+                  report: ReadReport | None = None, ids: UniqueIds | None = None,
+                  spans: Sequence[Span] | None = None) -> Iterator[tuple[Chunk, ChunkOutput | None]]:
     """Each chunk of ``docs`` in order with its output (``None`` when not ``todo``), scored here or by
     ``scorer``.  ``report``: the read's report -- for documents, the one their reader fills (its skipped
     generations become rows); for a :class:`~critic.inputs.LineInput`, each span's part is merged into it and it
     is finished after the last chunk.  Chunks of skipped generations alone are held back until a document is
     scored (an input that holds none fails its read and writes nothing).  ``ids``: the ids of the spans read before (a resumed run's), against which
     each span's are checked in order (a duplicate is a :class:`~critic.document.DocumentError` before its chunk
-    is yielded)."""
+    is yielded).  ``spans``: a line input's spans, found already (:func:`plan_chunks`)."""
     lines = docs if isinstance(docs, LineInput) else None
     report = report if report is not None else lines.report() if lines else ReadReport()
     ids = UniqueIds() if ids is None else ids
     plans = plan_chunks(critic, docs, batches_per_chunk=batches_per_chunk, shard=shard, done=done,
-                        read_skips=None if lines else report.skipped_documents)
+                        read_skips=None if lines else report.skipped_documents, spans=spans)
     scored = (scorer(plans) if scorer is not None else
               ((chunk, score_chunk(critic, chunk, seed=seed, lines=lines) if chunk.todo else None)
                for chunk in plans))
     held: list[tuple[Chunk, ChunkOutput | None]] = []  # chunks of skipped generations before any document
-    with fewer_collections():
+    with collector.frozen(collector.STREAM_THRESHOLD):  # chunks of documents and rows, freed with the chunk
         for chunk, output in scored:
             if output is not None and output.report is not None:
                 ids.claim_all(output.ids)
@@ -245,35 +256,14 @@ def scored_chunks(critic: Critic, docs: Documents, *, seed: int = 0, batches_per
     yield from held
 
 
-GC_THRESHOLD = 100_000
-"""Allocations between two of the cyclic collector's young collections while a stream is scored (Python's
-default: 700)."""
-
-
-@contextlib.contextmanager
-def fewer_collections(threshold: int = GC_THRESHOLD):
-    """Python's cyclic garbage collector, tuned for a stream while the block runs: what exists when it starts (torch,
-    the critic: hundreds of thousands of objects) is frozen out of its collections (:func:`gc.freeze`), and a
-    young collection waits for ``threshold`` allocations.  A chunk's documents and rows (tens of thousands of
-    objects, freed with the chunk) otherwise set off collections that scan everything: 1.5x the CPU time of
-    ``critic score`` over 200,000 man pages, for the same bytes and the same peak memory.  Cycles are still
-    collected; the collector's settings are put back after."""
-    before = gc.get_threshold()
-    gc.freeze()  # no collection first (80 ms with torch loaded): what is garbage now is collected after unfreeze
-    gc.set_threshold(threshold, *before[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
-        gc.unfreeze()
-
-
-def _settings(critic: Critic, source: str | Path, seed: int, batches_per_chunk: int, shard: tuple[int, int],
-              records: str) -> dict:
+def _settings(critic: StreamCritic, source: str | Path, seed: int, batches_per_chunk: int, shard: tuple[int, int],
+              records: str, input_sha256: str | None = None) -> dict:
     """What a resumed run must share with the run it continues: the critic, the input by its content (SHA-256 of
-    its bytes, or of a folder's files, not its path, size and time), seed, chunk size, shard and what a chunk
-    counts (``records``: ``lines`` of a :class:`~critic.inputs.LineInput`, else ``documents``)."""
-    return {"critic": critic.state_sha256(), "input": str(source), "input_sha256": _content_sha256(Path(source)),
+    its bytes, or of a folder's files, not its path, size and time: ``input_sha256`` when known already), seed,
+    chunk size, shard and what a chunk counts (``records``: ``lines`` of a :class:`~critic.inputs.LineInput`,
+    else ``documents``)."""
+    return {"critic": critic.state_sha256(), "input": str(source),
+            "input_sha256": input_sha256 or _content_sha256(Path(source)),
             "seed": seed, "chunk_batches": batches_per_chunk, "batch_size": critic.batch_size, "shard": list(shard),
             "records": records}
 
@@ -335,7 +325,7 @@ def _check_chunks(out: Path, chunks: Sequence[dict]) -> None:
                                  f"what was written (SHA-256); remove it and {progress_path(out).name} to start again")
 
 
-def score_stream(critic: Critic, docs: Documents, out: str | Path, *, source: str | Path, seed: int = 0,
+def score_stream(critic: StreamCritic, docs: Documents, out: str | Path, *, source: str | Path, seed: int = 0,
                  batches_per_chunk: int | None = None, shard: tuple[int, int] = (1, 1), progress: bool = False,
                  scorer: Scorer | None = None, report: ReadReport | None = None) -> dict:
     """Score ``docs`` (documents read lazily from ``source``, or ``source`` as a :class:`~critic.inputs.LineInput`)
@@ -349,13 +339,18 @@ def score_stream(critic: Critic, docs: Documents, out: str | Path, *, source: st
                              shard=shard, progress=progress, scorer=scorer, report=report)
 
 
-def _score_stream(critic: Critic, docs: Documents, out: Path, *, source: str | Path, seed: int,
+def _score_stream(critic: StreamCritic, docs: Documents, out: Path, *, source: str | Path, seed: int,
                   batches_per_chunk: int | None, shard: tuple[int, int], progress: bool, scorer: Scorer | None,
                   report: ReadReport | None) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     batches_per_chunk = chunk_batches(critic, batches_per_chunk)
     lines = isinstance(docs, LineInput)
-    settings = _settings(critic, source, seed, batches_per_chunk, shard, "lines" if lines else "documents")
+    spans = digest = None
+    if lines:  # one read of its bytes finds its spans and its SHA-256
+        digest = hashlib.sha256()
+        spans = list(plan_spans(docs.path, batches_per_chunk * critic.batch_size, digest=digest))
+    settings = _settings(critic, source, seed, batches_per_chunk, shard, "lines" if lines else "documents",
+                         digest.hexdigest() if digest else None)
     state = _resume(out, settings)
     if state["complete"]:
         return state
@@ -369,7 +364,8 @@ def _score_stream(critic: Critic, docs: Documents, out: Path, *, source: str | P
     with contextlib.ExitStack() as stack:
         fh = None
         for chunk, output in scored_chunks(critic, docs, seed=seed, batches_per_chunk=batches_per_chunk,
-                                           shard=shard, done=state["read"], scorer=scorer, report=report, ids=ids):
+                                           shard=shard, done=state["read"], scorer=scorer, report=report, ids=ids,
+                                           spans=spans):
             total = chunk.index + 1
             if output is not None:
                 data = output.data

@@ -17,11 +17,17 @@ _log = get_logger(__name__)
 
 
 def cmd_score(args) -> int:
-    from ..critic import Critic
     from ..inputs import ReadReport, iter_documents, line_input
     from ..streaming import parse_shard, score_stream, scored_chunks
 
-    critic = Critic.load(args.critic_dir, device=args.device)
+    if args.workers or args.scheduler:  # the workers load it: this process plans chunks without torch
+        from ..saved import SavedCritic
+
+        critic = SavedCritic.read(args.critic_dir)
+    else:
+        from ..critic import Critic
+
+        critic = Critic.load(args.critic_dir, device=args.device)
     shard = parse_shard(args.shard) if args.shard else (1, 1)
     if shard != (1, 1) and not args.out:
         raise ValueError("--shard writes a part for critic merge: give --out FILE")
@@ -37,7 +43,8 @@ def cmd_score(args) -> int:
             if client is not None:
                 from ..distributed import dask_scorer
 
-                scorer = dask_scorer(client, args.critic_dir, critic, seed=args.seed, lines=lines)
+                scorer = dask_scorer(client, args.critic_dir, critic, seed=args.seed, device=args.device,
+                                     lines=lines)
             state = score_stream(critic, docs, args.out, source=args.input, seed=args.seed,
                                  batches_per_chunk=args.chunk_batches, shard=shard, progress=progress.enabled(), scorer=scorer,
                                  report=read)

@@ -371,6 +371,30 @@ def test_threads_are_set_and_recorded_and_do_not_change_the_numbers(corpus, tmp_
         torch.set_num_threads(before)
 
 
+def test_torch_is_seeded_as_torch_manual_seed_seeds_it_and_cuda_only_when_asked():
+    """set_up_torch on the CPU: torch's and Python's draws are those after torch.manual_seed / random.seed, and
+    nothing is queued for CUDA (torch.manual_seed would queue its seeding, with a formatted stack)."""
+    import random
+
+    import torch
+
+    from critic.cli import set_up_torch
+
+    threads = torch.get_num_threads()
+    try:
+        torch.manual_seed(7)
+        random.seed(7)
+        want = torch.rand(5), random.random()
+        torch.manual_seed(8)
+        random.seed(8)
+        queued = len(torch.cuda._queued_calls)
+        set_up_torch("cpu", 7, 1)
+        assert torch.equal(torch.rand(5), want[0]) and random.random() == want[1]
+        assert torch.get_num_threads() == 1 and len(torch.cuda._queued_calls) == queued
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_the_command_s_seed_is_the_critic_s_seed(corpus, tmp_path, capsys):
     """critic fit lda --seed S saves seed S as the critic's own setting (fits with other seeds differ under the
     random start; the same seed gives the same state), and a seed in --params is refused in favour of --seed."""

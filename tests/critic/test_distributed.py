@@ -123,6 +123,47 @@ def test_the_command_runs_on_an_embedded_cluster(job, tmp_path, capsys):
     assert "--workers / --scheduler write chunks as they finish: give --out FILE" in capsys.readouterr().err
 
 
+def test_the_command_s_client_plans_without_torch_and_each_worker_loads_on_the_device(job, tmp_path, capsys):
+    """critic score --workers 2 in a fresh interpreter: the serial bytes, and the client never imports torch (it
+    plans with the saved critic's card: issue 40's start-up); --device reaches the workers, so a GPU asked for
+    where there is none fails by name instead of scoring on the CPU."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tmp, _, _, path, serial = job
+    code = ("import json, sys\nfrom critic.cli import main\nstatus = main(sys.argv[1:])\n"
+            "print(json.dumps([status, 'torch' in sys.modules]))")
+    out = tmp_path / "client.jsonl"
+    done = subprocess.run([sys.executable, "-c", code, "score", str(tmp / "critic"), "--input", str(path),
+                           "--workers", "2", "--out", str(out)], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[2], timeout=600)
+    assert json.loads(done.stdout.splitlines()[-1]) == [0, False], done.stderr[-2000:]
+    assert out.read_bytes() == serial
+    import torch
+
+    if not torch.cuda.is_available():
+        capsys.readouterr()
+        assert main(["score", str(tmp / "critic"), "--input", str(path), "--workers", "2", "--device", "cuda",
+                     "--out", str(tmp_path / "gpu.jsonl")]) == 2
+        assert "device 'cuda' was asked for but CUDA is not available here" in capsys.readouterr().err
+        assert not (tmp_path / "gpu.jsonl").exists()
+
+
+def test_a_worker_refuses_a_critic_whose_batches_are_not_the_planned_ones(job):
+    """A chunk's Monte Carlo seeds follow from its batches: a worker whose critic batches otherwise than the client
+    planned (another version of the package there) refuses by name."""
+    from critic.distributed import _worker_critic
+    from critic.saved import CriticLoadError
+
+    tmp, critic, *_ = job
+    with pytest.raises(CriticLoadError, match=rf"scores batches of {critic.batch_size} documents, the client "
+                                              rf"planned {critic.batch_size // 2}"):
+        _worker_critic(str(tmp / "critic"), critic.state_sha256(), "cpu", critic.batch_size // 2)
+    assert _worker_critic(str(tmp / "critic"), critic.state_sha256(), "cpu", critic.batch_size).batch_size == \
+        critic.batch_size
+
+
 @pytest.mark.parametrize("reader", ["documents", "lines"])
 def test_a_worker_killed_mid_chunk_is_retried_and_nothing_is_lost_or_doubled(cluster, job, reader):
     """SIGKILL the worker process that is scoring a chunk (its documents sent to it, or its span read there): the
@@ -151,7 +192,8 @@ def test_a_worker_killed_mid_chunk_is_retried_and_nothing_is_lost_or_doubled(clu
     thread.start()
     killed, deadline = None, time.monotonic() + 60
     while killed is None and thread.is_alive() and time.monotonic() < deadline:
-        busy = [addr for addr, tasks in cluster.processing().items() if tasks]
+        busy = [addr for addr, tasks in cluster.processing().items()
+                if any(str(task).startswith("_score_on_worker") for task in tasks)]  # a chunk, not the first load
         if busy:
             pid = cluster.run(os.getpid, workers=busy[:1])[busy[0]]
             os.kill(pid, signal.SIGKILL)

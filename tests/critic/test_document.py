@@ -51,7 +51,7 @@ def test_blank_lines_are_not_documents(tmp_path):
 def test_a_whole_file_read_pauses_the_collector_and_restores_it_even_on_bad_input(tmp_path):
     import gc
 
-    from critic.document import collector_paused
+    from critic import collector
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "sections": [{"text": "x"}]}\n{"id": "b", "sections": [{"txt": "y"}]}\n')
@@ -61,7 +61,7 @@ def test_a_whole_file_read_pauses_the_collector_and_restores_it_even_on_bad_inpu
     assert gc.isenabled()
     gc.disable()
     try:
-        with collector_paused():
+        with collector.paused():
             pass
         assert not gc.isenabled()  # a collector the caller paused stays paused
     finally:

@@ -1,8 +1,9 @@
 """Spans of lines: found by newlines alone, they cover a file exactly as its line reader splits it, at any block
-size; a span's lines keep their numbers; a file changed since it was planned is refused by name."""
+size (and the file's SHA-256 from the same read); a span's lines keep their numbers; a file changed since it was planned is refused by name."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 
@@ -31,7 +32,9 @@ def test_spans_cover_the_file_as_its_line_reader_splits_it(tmp_path, monkeypatch
         path.write_bytes(data)
         want = list(io.BytesIO(data))  # what iterating the open file gives: lines split at b"\n" only
         for per_span in (1, 2, 3, 10):
-            planned = list(plan_spans(path, per_span))
+            digest = hashlib.sha256()
+            planned = list(plan_spans(path, per_span, digest=digest))
+            assert digest.hexdigest() == hashlib.sha256(data).hexdigest()  # the file's hash, from the same read
             assert [(s.start, s.end) for s in planned] == [
                 (len(b"".join(want[:i])), len(b"".join(want[:i + per_span]))) for i in range(0, len(want), per_span)]
             assert [(s.first_line, s.lines) for s in planned] == [

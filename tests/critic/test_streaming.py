@@ -371,7 +371,8 @@ def test_the_collector_is_tuned_while_a_stream_is_scored_and_put_back_after(crit
     settings are back once the stream ends or is left early."""
     import gc
 
-    from critic.streaming import GC_THRESHOLD, scored_chunks
+    from critic.collector import STREAM_THRESHOLD as GC_THRESHOLD
+    from critic.streaming import scored_chunks
 
     before = gc.get_threshold()
     assert before[0] != GC_THRESHOLD and gc.get_freeze_count() == 0
