@@ -60,12 +60,12 @@ _USER_ERRORS = (ValueError, KeyError, OSError, RuntimeError, EOFError)
 ValueErrors; a missing file is an OSError; an absent device a RuntimeError)."""
 
 
-def set_up_torch(device: str, seed: int, threads: int) -> None:
+def set_up_torch(device: str, seed: int | None = None, threads: int | None = None) -> None:
     """Before a command computes: ``device`` checked present (never a fallback), Python, torch and NumPy's global
-    generator (when NumPy is loaded already) seeded, and torch's threads set.  Every draw of critic's own from
-    NumPy goes through a seeded ``Generator`` (and every library it calls is given its seed: gensim's and
-    scikit-learn's ``random_state``), so a command that never loads ``numpy.random`` does not pay its import (80
-    ms) to seed a generator nothing draws from.  Torch's CPU generator is seeded, and CUDA's when the device is a
+    generator (when NumPy is loaded already) seeded with ``seed``, and torch's ``threads`` set (each when given).
+    Every draw of critic's own from NumPy goes through a seeded ``Generator`` (and every library it calls is given
+    its seed: gensim's and scikit-learn's ``random_state``), so a command that never loads ``numpy.random`` does
+    not pay its import (80 ms) to seed a generator nothing draws from.  Torch's CPU generator is seeded, and CUDA's when the device is a
     GPU: ``torch.manual_seed`` would queue CUDA's seeding with a formatted stack (70 ms reading torch's sources) on
     a machine that never computes on one."""
     import torch
@@ -73,13 +73,15 @@ def set_up_torch(device: str, seed: int, threads: int) -> None:
     from .critic import resolve_device
 
     resolve_device(device)
-    random.seed(seed)
-    if "numpy.random" in sys.modules:
-        sys.modules["numpy.random"].seed(seed % 2**32)
-    torch.default_generator.manual_seed(seed)
-    if device.startswith("cuda"):
-        torch.cuda.manual_seed_all(seed)
-    torch.set_num_threads(threads)
+    if seed is not None:
+        random.seed(seed)
+        if "numpy.random" in sys.modules:
+            sys.modules["numpy.random"].seed(seed % 2**32)
+        torch.default_generator.manual_seed(seed)
+        if device.startswith("cuda"):
+            torch.cuda.manual_seed_all(seed)
+    if threads is not None:
+        torch.set_num_threads(threads)
 
 
 def _computes_here(args) -> bool:
@@ -420,10 +422,10 @@ def _run(argv: list[str], logger) -> int:
         if hasattr(args, "criticism"):  # the settings with their bounds, together, before any file or model
             args.criticism = criticism_settings(args)
         _require_inputs(args)
-        if hasattr(args, "device"):  # common_options: --seed, --device, --threads
+        if hasattr(args, "device"):
             check_device_name(args.device)
-            if _computes_here(args):
-                set_up_torch(args.device, args.seed, args.threads)
+        if _computes_here(args) and {"device", "seed", "threads"} & set(vars(args)):
+            set_up_torch(getattr(args, "device", "cpu"), getattr(args, "seed", None), getattr(args, "threads", None))
         with collector.frozen():  # torch's and the tool's objects, alive until exit, out of every collection
             return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -1,6 +1,6 @@
 """Benchmark: scoring at scale -- one process, Dask workers, and the statistics at a million documents.
 
-    python -m experiments.benchmarks.scale [--documents 1000000] [--small 100000] [--workers 2]
+    python -m experiments.benchmarks.scale [--documents 1000000] [--small 100000] [--workers 2] [--rounds 3]
                                            [--root /usr/share/man] [--coref-documents 2000] [--quick]
                                            [--keep DIR] [--json out.json]
 
@@ -10,8 +10,9 @@ Every figure comes from ``critic`` commands run as child processes (their peak r
 * **section critic, streamed**: ``critic score`` of ``--small`` and ``--documents`` man pages (the filtered
   train split of ``experiments/manpages/sections.toml`` repeated; each copy perturbed by a seeded draw:
   sections shuffled, one dropped or one repeated; section texts cut to 200 characters, which the section
-  critic does not read), serially and with ``--workers N`` on an embedded Dask cluster: documents/s, the
-  ratio, peak RSS, whether the Dask output is the serial bytes, and the Dask client's own CPU seconds per chunk
+  critic does not read), serially and with ``--workers N`` on an embedded Dask cluster, the large run
+  ``--rounds`` times in turn (serial, then Dask): documents/s and peak RSS of each side's median run, the median
+  over rounds of serial seconds over Dask seconds, whether the Dask output is the serial bytes, and the Dask client's own CPU seconds per chunk
   (it only finds the input's newlines, sends each worker a span and writes the rows back), against a chunk's
   scoring time in one process: the number of workers one client keeps busy on a cluster;
 * **comparison statistics at --documents vs --documents**: the bootstrap CIs of both sets and the
@@ -33,6 +34,7 @@ import contextlib
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -110,13 +112,21 @@ CLIENT = [sys.executable, "-c", "import resource, sys; from critic.cli import ma
 worker processes it starts)."""
 
 
-def _score(critic_dir: Path, source: Path, out: Path, workers: int = 0) -> dict:
-    """``critic score`` of ``source`` into ``out`` (here, or on ``workers`` Dask workers): its wall seconds, peak
-    RSS, the client's own CPU seconds and the chunks it wrote."""
+def command_env(tmp: Path) -> dict:
+    """The environment of the measured commands: this checkout importable, and a catalogue of their own in ``tmp``,
+    built once before any is timed (as the first command after an install builds it; :mod:`critic.catalogue`)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")]),
+               CRITIC_CATALOGUE=str(tmp / "catalogue"))
+    subprocess.run([*CRITIC, "list"], env=env, stdout=subprocess.DEVNULL, check=True)
+    return env
+
+
+def _score(critic_dir: Path, source: Path, out: Path, env: dict, workers: int = 0) -> dict:
+    """``critic score`` of ``source`` into ``out`` (here, or on ``workers`` Dask workers), run with ``env``: its
+    wall seconds, peak RSS, the client's own CPU seconds and the chunks it wrote."""
     out.unlink(missing_ok=True)
     out.with_name(out.name + ".progress.json").unlink(missing_ok=True)
     extra = ["--workers", str(workers)] if workers else []
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")]))
     seconds, rss, err = run_measured([*CLIENT, "score", str(critic_dir), "--input", str(source), "--out", str(out),
                                       "--threads", "1", *extra], env=env, stderr=True)
     cpu = float(err.strip().splitlines()[-1].removeprefix("client CPU "))
@@ -164,15 +174,23 @@ def _sections(args, tmp: Path) -> dict:
                                      ("candidate", args.documents, 1, 0.6)):
         inputs[label] = tmp / f"{label}.jsonl"
         write_documents(perturbed_copies(train, n, seed=seed, strength=strength), inputs[label])
-    for label in ("small", "large"):
-        run = _score(critic_dir, inputs[label], tmp / f"{label}.serial.jsonl")
-        n = args.small if label == "small" else args.documents
-        result[f"serial_{label}"] = {"documents": n, "docs_per_s": n / run["seconds"], **run}
-    run = _score(critic_dir, inputs["large"], tmp / "large.dask.jsonl", workers=args.workers)
+    env = command_env(tmp)
+    run = _score(critic_dir, inputs["small"], tmp / "small.serial.jsonl", env)
+    result["serial_small"] = {"documents": args.small, "docs_per_s": args.small / run["seconds"], **run}
+    rounds = []
+    for _ in range(args.rounds):  # in turn: a drift of the machine's speed hits both
+        serial = _score(critic_dir, inputs["large"], tmp / "large.serial.jsonl", env)
+        dask = _score(critic_dir, inputs["large"], tmp / "large.dask.jsonl", env, workers=args.workers)
+        dask["identical"] = sha256_file(tmp / "large.dask.jsonl") == sha256_file(tmp / "large.serial.jsonl")
+        rounds.append((serial, dask))
+    serial, dask = (median_run([r[k] for r in rounds]) for k in (0, 1))
+    result["serial_large"] = {"documents": args.documents, "docs_per_s": args.documents / serial["seconds"], **serial}
     result["dask_large"] = {"documents": args.documents, "workers": args.workers,
-                            "docs_per_s": args.documents / run["seconds"], **run,
-                            "identical": sha256_file(tmp / "large.dask.jsonl") == sha256_file(tmp / "large.serial.jsonl")}
-    _score(critic_dir, inputs["candidate"], tmp / "candidate.serial.jsonl")
+                            "docs_per_s": args.documents / dask["seconds"], **dask,
+                            "identical": all(r[1]["identical"] for r in rounds),
+                            "round_ratios": [r[0]["seconds"] / r[1]["seconds"] for r in rounds],
+                            "ratio": statistics.median(r[0]["seconds"] / r[1]["seconds"] for r in rounds)}
+    _score(critic_dir, inputs["candidate"], tmp / "candidate.serial.jsonl", env)
     out = tmp / "statistics.json"
     with open(out, "w") as fh:
         start = time.perf_counter()
@@ -207,12 +225,18 @@ def _coref(args, tmp: Path) -> dict:
         return {"skipped": str(err)}
     source = tmp / "summaries.jsonl"
     write_documents(iter(scored), source)
+    env = command_env(tmp)
     result = {"documents": len(scored)}
     for label, workers in (("serial", 0), ("dask", args.workers)):
-        run = _score(critic_dir, source, tmp / f"coref.{label}.jsonl", workers=workers)
+        run = _score(critic_dir, source, tmp / f"coref.{label}.jsonl", env, workers=workers)
         result[label] = {"docs_per_s": len(scored) / run["seconds"], **run}
     result["identical"] = sha256_file(tmp / "coref.serial.jsonl") == sha256_file(tmp / "coref.dask.jsonl")
     return result
+
+
+def median_run(runs: Sequence[dict]) -> dict:
+    """The run of median wall seconds (the upper of the two middle ones for an even count)."""
+    return sorted(runs, key=lambda run: run["seconds"])[len(runs) // 2]
 
 
 def _mb(n: int) -> str:
@@ -228,8 +252,10 @@ def report(result: dict) -> None:
               f"peak RSS {_mb(r['peak_rss'])}")
     d, serial = s["dask_large"], s["serial_large"]
     print(f"  {d['workers']} workers   {d['documents']:>9,} documents  {d['seconds']:8.1f} s  {d['docs_per_s']:>9,.0f} "
-          f"docs/s  peak RSS {_mb(d['peak_rss'])} (any process)  ratio to serial "
-          f"{d['docs_per_s'] / serial['docs_per_s']:.2f}x  output identical: {d['identical']}")
+          f"docs/s  peak RSS {_mb(d['peak_rss'])} (any process)  output identical: {d['identical']}")
+    print(f"  {d['workers']} workers against one process, serial seconds over Dask seconds in the same round: median "
+          f"{d['ratio']:.2f}x over {len(d['round_ratios'])} rounds "
+          f"({', '.join(f'{r:.2f}' for r in d['round_ratios'])}; the rows above: each side's median run)")
     per_chunk = d["client_cpu"] / d["chunks"]
     print(f"  the Dask client's own CPU: {d['client_cpu']:.1f} s for {d['chunks']:,} chunks ({per_chunk * 1000:.0f} ms a "
           f"chunk, start-up included); one process scores a chunk in {serial['seconds'] / serial['chunks']:.2f} s, so "
@@ -254,6 +280,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--documents", type=int, default=1_000_000, help="documents of the large run")
     ap.add_argument("--small", type=int, default=100_000, help="documents of the small run (memory must be flat)")
     ap.add_argument("--workers", type=int, default=2, help="Dask worker processes")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of the large run, serial then Dask, for their ratio")
     ap.add_argument("--root", default="/usr/share/man", help="man page root")
     ap.add_argument("--coref-documents", type=int, default=2000, help="people summaries scored by the coref critic (0: none)")
     ap.add_argument("--quick", action="store_true", help="20,000 / 5,000 documents, 100 summaries")

@@ -25,6 +25,8 @@ def test_the_benchmark_at_toy_size(fixture_manpage_root, tmp_path, capsys):
     sections = result["sections"]
     assert sections["dask_large"]["identical"] is True
     assert sections["dask_large"]["chunks"] == sections["serial_large"]["chunks"] == 1  # 8,192 documents a chunk
+    ratios = sections["dask_large"]["round_ratios"]
+    assert len(ratios) == 3 and sections["dask_large"]["ratio"] == sorted(ratios)[1]  # the median of 3 rounds
     out = capsys.readouterr().out
     assert 0 < sections["dask_large"]["client_cpu"] and "one client keeps about" in out
     assert sections["serial_large"]["documents"] == 300 and sections["serial_large"]["peak_rss"] > 50 * 2**20

@@ -13,6 +13,7 @@ def test_each_command_is_timed_against_import_torch(tmp_path):
     floor = rows["import torch"]["best"]
     for row in rows.values():
         assert row["ratio"] == row["best"] / floor and row["best"] <= row["median"]
+        assert row["round_ratio"] == row["ratio"]  # one round: its own ratio
     assert {name: row["target"] for name, row in rows.items()} == {
         "import torch": None, **{name: TARGET for name in COMMANDS}, **{name: SCORE_TARGET for name in SCORE_COMMANDS}}
     assert (tmp_path / "startup.json").is_file() and out["cold_list_seconds"] > 0
