@@ -63,11 +63,11 @@ ValueErrors; a missing file is an OSError; an absent device a RuntimeError)."""
 def set_up_torch(device: str, seed: int | None = None, threads: int | None = None) -> None:
     """Before a command computes: ``device`` checked present (never a fallback), Python, torch and NumPy's global
     generator (when NumPy is loaded already) seeded with ``seed``, and torch's ``threads`` set (each when given).
-    Every draw of critic's own from NumPy goes through a seeded ``Generator`` (and every library it calls is given
-    its seed: gensim's and scikit-learn's ``random_state``), so a command that never loads ``numpy.random`` does
-    not pay its import (80 ms) to seed a generator nothing draws from.  Torch's CPU generator is seeded, and CUDA's when the device is a
-    GPU: ``torch.manual_seed`` would queue CUDA's seeding with a formatted stack (70 ms reading torch's sources) on
-    a machine that never computes on one."""
+    Every draw of critic's own from NumPy goes through a seeded ``Generator`` (and every library it calls is given its
+    seed: gensim's and scikit-learn's ``random_state``), so a command that never loads ``numpy.random`` does not pay
+    its import (80 ms) to seed a generator nothing draws from. Torch's CPU generator is seeded, and CUDA's when the
+    device is a GPU: ``torch.manual_seed`` would queue CUDA's seeding with a formatted stack (70 ms reading torch's
+    sources) on a machine that never computes on one."""
     import torch
 
     from .critic import resolve_device

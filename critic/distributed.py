@@ -2,8 +2,10 @@
 
 ``critic score --workers N`` starts an embedded ``LocalCluster`` (N worker processes of one thread each, on
 loopback); ``--scheduler tcp://HOST:PORT`` uses an existing cluster.  The client plans the chunks exactly as a
-serial run does and keeps at most ``window`` chunks in flight; each worker loads the fitted critic from its
-saved folder once (checked against the client's state hash: a worker that sees another critic refuses),
+serial run does, knowing the critic by its saved folder alone (:class:`critic.saved.SavedCritic`: it imports no
+torch), and keeps at most ``window`` chunks in flight; each worker loads the fitted critic from its saved folder
+once, on the device asked for, starting as soon as the client connects (checked against the client's state hash
+and batch size: a worker that sees another critic refuses),
 scores whole chunks, their Monte Carlo seeds following from the chunk's index, and returns their JSONL bytes,
 which the client writes in chunk order.  So the output, the progress file, resuming and sharding are those of
 :func:`critic.streaming.score_stream`, byte for byte.
@@ -92,7 +94,8 @@ def _score_on_worker(critic_dir: str, state_sha256: str, device: str, batch_size
     lines (``docs``), with the cyclic collector tuned as in the client's stream
     (:func:`critic.collector.frozen`)."""
     critic = _worker_critic(critic_dir, state_sha256, device, batch_size)
-    with collector.frozen(collector.STREAM_THRESHOLD):  # a worker holds Dask's objects besides torch's: 1.6x the CPU of a chunk without
+    # a worker holds Dask's objects besides torch's: 1.6x the CPU of a chunk without
+    with collector.frozen(collector.STREAM_THRESHOLD):
         if docs is not None:
             chunk = replace(chunk, docs=[Document.from_dict(json.loads(line))
                                          for line in docs.decode("utf-8").splitlines()])

@@ -10,11 +10,11 @@ Every figure comes from ``critic`` commands run as child processes (their peak r
 * **section critic, streamed**: ``critic score`` of ``--small`` and ``--documents`` man pages (the filtered
   train split of ``experiments/manpages/sections.toml`` repeated; each copy perturbed by a seeded draw:
   sections shuffled, one dropped or one repeated; section texts cut to 200 characters, which the section
-  critic does not read), serially and with ``--workers N`` on an embedded Dask cluster, the large run
-  ``--rounds`` times in turn (serial, then Dask): documents/s and peak RSS of each side's median run, the median
-  over rounds of serial seconds over Dask seconds, whether the Dask output is the serial bytes, and the Dask client's own CPU seconds per chunk
-  (it only finds the input's newlines, sends each worker a span and writes the rows back), against a chunk's
-  scoring time in one process: the number of workers one client keeps busy on a cluster;
+  critic does not read), serially and with ``--workers N`` on an embedded Dask cluster, the large run ``--rounds``
+  times in turn (serial, then Dask): documents/s and peak RSS of each side's median run, the median over rounds of
+  serial seconds over Dask seconds, whether the Dask output is the serial bytes, and the Dask client's own CPU
+  seconds per chunk (it only finds the input's newlines, sends each worker a span and writes the rows back), against
+  a chunk's scoring time in one process: the number of workers one client keeps busy on a cluster;
 * **comparison statistics at --documents vs --documents**: the bootstrap CIs of both sets and the
   comparison (:func:`critic.criticism.compare`: two permutation tests and two difference CIs, 2,000
   permutations and 1,000 resamples) on the scored rows of the serial run against a second, more perturbed

@@ -6,10 +6,10 @@ Each command runs as a whole process, best and median of ``--repeat`` runs, besi
 timed the same way in the same rounds (each round runs every command once, in turn; the floor of any command
 that scores): ``critic list``, ``critic fit --help``,
 ``critic fit lda --help``, ``critic report --help``, and two bad inputs (``critic score`` of a missing file,
-``critic report --top 0``), each one line on stderr.  Printed: the seconds and each command's ratio to ``import
+``critic report --top 0``), each one line on stderr. Printed: the seconds and each command's ratio to ``import
 torch``, best over best and the median over rounds of its time over ``import torch``'s in the same round (judged
-against the targets: issue 39's, at most 0.35); a first round is not counted.  Every process reads compiled
-bytecode, as from an installed package (:func:`installed_env`).  ``critic list`` and ``critic fit`` read the plugins' catalogue
+against the targets: issue 39's, at most 0.35); a first round is not counted. Every process reads compiled bytecode,
+as from an installed package (:func:`installed_env`). ``critic list`` and ``critic fit`` read the plugins' catalogue
 (:mod:`critic.catalogue`); it is built once first, in a cache folder of this run, and that first (cold) call is
 printed too.
 
@@ -141,9 +141,10 @@ def main(argv=None) -> dict:
     print(f"critic list with no catalogue yet (the first call after an install or a change): {cold:.3f} s "
           f"({cold / floor:.2f}x import torch)")
     score = rows["critic score"]["round_ratio"]
+    verdict = "within" if score <= SCORE_TARGET else "above"
     print(f"critic score of {SCORED_DOCUMENTS} documents with a fitted section critic: {score:.2f}x import torch, the "
-          f"median over rounds of its time over import torch's in the same round ({'within' if score <= SCORE_TARGET else 'above'} "
-          f"issue 40's target of {SCORE_TARGET}x)")
+          f"median over rounds of its time over import torch's in the same round ({verdict} issue 40's target of "
+          f"{SCORE_TARGET}x)")
     out = {"rows": rows, "cold_list_seconds": cold, "target": TARGET, "score_target": SCORE_TARGET,
            "repeat": args.repeat}
     if args.json:
