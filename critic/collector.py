@@ -40,8 +40,9 @@ def paused() -> Iterator[None]:
 @contextlib.contextmanager
 def frozen(threshold: int | None = None) -> Iterator[None]:
     """What exists now left out of the collector's collections while the block runs, and young collections every
-    ``threshold`` allocations when given; after the block the threshold is put back and, unless an enclosing block
-    froze them first, the frozen objects are collectable again."""
+    ``threshold`` allocations when given; after the block the threshold is put back.  Frozen objects become
+    collectable again when the outermost such block ends (a block inside another, a stream inside a command,
+    leaves what it froze to the outer one)."""
     before = gc.get_threshold()
     outermost = gc.get_freeze_count() == 0
     gc.freeze()  # no collection first (60-80 ms with torch loaded): what is garbage now is collected after unfreeze
